@@ -1,0 +1,114 @@
+/**
+ * Actor definitions. An actor is defined in a module so that an actor process can import it by URL
+ * and take the export named by `defineActor`.
+ */
+import type { ObjectRef } from "./ObjectRef.js"
+
+export interface MethodOptions {
+  /** Tensors returned by the method stay in the actor and move over this transport. Default: "object-store". */
+  readonly tensorTransport?: string
+}
+
+export type MethodFn<S> = (state: S, ...args: Array<any>) => unknown
+
+const methodBrand = Symbol.for("tensorlane.Method")
+
+export interface MarkedMethod<F> {
+  readonly [methodBrand]: true
+  readonly options: MethodOptions
+  readonly fn: F
+}
+
+/** Marks a method with options (its tensor transport). */
+export const method = <F extends MethodFn<any>>(options: MethodOptions, fn: F): MarkedMethod<F> => ({
+  [methodBrand]: true,
+  options,
+  fn,
+})
+
+export const isMarkedMethod = (value: unknown): value is MarkedMethod<MethodFn<unknown>> =>
+  typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[methodBrand] === true
+
+export interface InitContext {
+  /** Position of this actor among those spawned by the same `spawn` call. */
+  readonly index: number
+  readonly actorId: string
+}
+
+export interface ActorSpec<S, M> {
+  readonly init: (context: InitContext) => S | Promise<S>
+  readonly methods: M
+  /** How many calls may run at once in this actor (they start in submission order). Default 1. */
+  readonly maxConcurrency?: number
+}
+
+const actorBrand = Symbol.for("tensorlane.ActorDefinition")
+
+export interface ActorDefinition<S = any, M = any> {
+  readonly [actorBrand]: true
+  readonly moduleUrl: string
+  readonly name: string
+  readonly spec: ActorSpec<S, M>
+}
+
+/**
+ * Defines an actor. `moduleUrl` is the defining module's `import.meta.url` and `name` the name it is
+ * exported under, so that every actor process finds the same definition.
+ */
+export const defineActor = <S, M extends Record<string, MethodFn<S> | MarkedMethod<MethodFn<S>>>>(
+  moduleUrl: string,
+  name: string,
+  spec: ActorSpec<S, M>,
+): ActorDefinition<S, M> => {
+  for (const [key, value] of Object.entries(spec.methods)) {
+    if (typeof value !== "function" && !isMarkedMethod(value)) {
+      throw new TypeError(`method "${key}" of actor ${name} must be a function or method(options, fn)`)
+    }
+  }
+  return { [actorBrand]: true, moduleUrl, name, spec }
+}
+
+export const isActorDefinition = (value: unknown): value is ActorDefinition =>
+  typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[actorBrand] === true
+
+/** The function and options of a method, marked or not. */
+export const methodOf = (
+  definition: ActorDefinition,
+  name: string,
+): { fn: MethodFn<unknown>; options: MethodOptions } | undefined => {
+  const value = (definition.spec.methods as Record<string, unknown>)[name]
+  if (isMarkedMethod(value)) return { fn: value.fn, options: value.options }
+  if (typeof value === "function") return { fn: value as MethodFn<unknown>, options: {} }
+  return undefined
+}
+
+// ---- Types of actor handles: each method takes its arguments, any of which may be given as refs.
+
+/** An argument may be given as the value itself or, anywhere inside it, as a ref to such a value. */
+export type Refable<T> =
+  | T
+  | ObjectRef<T>
+  | (T extends ReadonlyArray<infer E> ? ReadonlyArray<Refable<E>> : never)
+  | (T extends object ? (T extends ReadonlyArray<any> | Function ? never : { [K in keyof T]: Refable<T[K]> }) : never)
+
+type Fn<M> = M extends MarkedMethod<infer F> ? F : M
+
+type Params<M> = Fn<M> extends (state: any, ...args: infer A) => any ? A : never
+type RefableArgs<A extends ReadonlyArray<unknown>> = { [K in keyof A]: Refable<A[K]> }
+type Return<M> = Fn<M> extends (...args: Array<any>) => infer R ? Awaited<R> : never
+
+export interface CallOptions {
+  readonly tensorTransport?: string
+}
+
+export type ActorMethod<M> = ((...args: RefableArgs<Params<M>>) => ObjectRef<Return<M>>) & {
+  /** The same method with per-call options (e.g. another tensor transport for this call's result). */
+  readonly options: (options: CallOptions) => (...args: RefableArgs<Params<M>>) => ObjectRef<Return<M>>
+}
+
+export type ActorHandle<D extends ActorDefinition> = {
+  readonly [K in keyof D["spec"]["methods"]]: ActorMethod<D["spec"]["methods"][K]>
+} & {
+  readonly actorId: string
+  readonly definition: D
+}

@@ -1,0 +1,273 @@
+/**
+ * Where tensor memory comes from. The default CPU allocator hands out SharedArrayBuffer-backed
+ * storage (so worker threads can read and write it); memory pools carve one buffer into blocks;
+ * native packages register allocators for device memory. `withAllocator` scopes an allocator over
+ * a synchronous or asynchronous computation.
+ */
+import { AsyncLocalStorage } from "node:async_hooks"
+import { totalmem } from "node:os"
+import { parseDevice, type Device } from "./Device.js"
+import { DeviceError, ObjectFreedError, OutOfMemoryError, ShapeError, UnsupportedOperationError } from "./Errors.js"
+import { checkIndex } from "./internal/layout.js"
+
+/** One allocation; many tensors (views) may share it. */
+export interface Storage {
+  /** Unique within this JS realm (main thread or one worker); used to register a storage once. */
+  readonly id: number
+  readonly device: Device
+  readonly byteLength: number
+  /** CPU: a view over a SharedArrayBuffer. Device storage: the getter throws DeviceError. */
+  readonly bytes: Uint8Array
+  /** Opaque device handle filled by native packages (e.g. a CUDA pointer object); undefined for CPU. */
+  readonly handle: unknown
+  readonly allocator: Allocator
+}
+
+export interface Allocator {
+  readonly name: string
+  readonly device: Device
+  allocate(byteLength: number): Storage
+  /** Idempotent. */
+  free(storage: Storage): void
+  /** Device <-> host and device <-> device copies, provided by native packages. */
+  copy?(src: Storage, srcOffset: number, dst: Storage, dstOffset: number, byteLength: number): void
+}
+
+export interface MemoryPool extends Allocator {
+  readonly capacity: number
+  /** Bytes held by live blocks, alignment padding included. */
+  readonly used: number
+  readonly freeBytes: number
+}
+
+export type DeviceAllocatorFactory = (device: Device) => Allocator
+
+interface Scope {
+  readonly allocator: Allocator
+  readonly parent: Scope | undefined
+}
+
+interface AllocatorState {
+  nextStorageId: number
+  readonly scope: AsyncLocalStorage<Scope>
+  readonly factories: Map<"cuda", DeviceAllocatorFactory>
+  readonly deviceAllocators: Map<Device, Allocator>
+}
+
+// Shared through globalThis so that duplicated copies of this module (a native package resolving
+// its own @tensorlane/core) see the same registrations, scopes and storage ids.
+const STATE_KEY = Symbol.for("tensorlane.allocatorState.v1")
+const state: AllocatorState = ((globalThis as { [STATE_KEY]?: AllocatorState })[STATE_KEY] ??= {
+  nextStorageId: 1,
+  scope: new AsyncLocalStorage<Scope>(),
+  factories: new Map(),
+  deviceAllocators: new Map(),
+})
+
+/** A fresh storage id for allocators, including those of native packages. */
+export const nextStorageId = (): number => state.nextStorageId++
+
+class HostStorage implements Storage {
+  readonly id = nextStorageId()
+  readonly device = "cpu" as const
+  readonly handle = undefined
+  readonly byteLength: number
+  freed = false
+
+  constructor(
+    readonly allocator: Allocator,
+    private readonly view: Uint8Array,
+    /** Pool blocks are handed out again after free, so their bytes must not stay reachable. */
+    private readonly reusable: boolean,
+  ) {
+    this.byteLength = view.byteLength
+  }
+
+  get bytes(): Uint8Array {
+    if (this.freed && this.reusable) {
+      throw new ObjectFreedError({
+        message: `storage ${this.id} was freed back to allocator "${this.allocator.name}"`,
+        objectId: `storage:${this.id}`,
+      })
+    }
+    return this.view
+  }
+}
+
+const checkOwner = (allocator: Allocator, storage: Storage): HostStorage => {
+  if (storage.allocator !== allocator || !(storage instanceof HostStorage)) {
+    throw new UnsupportedOperationError({
+      message: `storage ${storage.id} belongs to allocator "${storage.allocator.name}", not "${allocator.name}"`,
+    })
+  }
+  return storage
+}
+
+/** The default allocator: one SharedArrayBuffer per storage, reclaimed by the garbage collector. */
+export const cpuAllocator: Allocator = {
+  name: "cpu",
+  device: "cpu",
+  allocate(byteLength) {
+    const n = checkIndex(byteLength, "byteLength")
+    let buffer: SharedArrayBuffer
+    try {
+      buffer = new SharedArrayBuffer(n)
+    } catch (e) {
+      throw new OutOfMemoryError({
+        message: `cannot allocate ${n} bytes of host memory: ${e instanceof Error ? e.message : String(e)}`,
+        requested: n,
+        capacity: totalmem(),
+      })
+    }
+    return new HostStorage(cpuAllocator, new Uint8Array(buffer), false)
+  },
+  free(storage) {
+    checkOwner(cpuAllocator, storage).freed = true
+  },
+}
+
+export interface CpuMemoryPoolOptions {
+  /** Total bytes of the pool's single SharedArrayBuffer. */
+  readonly capacity: number
+  /** Block offsets and sizes are multiples of this power of two (at least 8, the largest itemSize). */
+  readonly alignment?: number
+  readonly name?: string
+}
+
+interface Block {
+  readonly offset: number
+  readonly size: number
+}
+
+class PoolStorage extends HostStorage {
+  constructor(allocator: Allocator, view: Uint8Array, readonly block: Block | undefined) {
+    super(allocator, view, true)
+  }
+}
+
+class CpuMemoryPool implements MemoryPool {
+  readonly device = "cpu" as const
+  readonly name: string
+  readonly capacity: number
+  readonly alignment: number
+  used = 0
+  private readonly buffer: SharedArrayBuffer
+  /** Free blocks sorted by offset, never adjacent (adjacent ones are merged). */
+  private readonly freeList: Array<Block>
+  // Holds only the block, never the storage, so an unreachable storage can be collected.
+  private readonly registry = new FinalizationRegistry<Block>((block) => this.release(block))
+
+  constructor(options: CpuMemoryPoolOptions) {
+    this.name = options.name ?? "cpu-pool"
+    this.capacity = checkIndex(options.capacity, `capacity of memory pool "${this.name}"`)
+    this.alignment = options.alignment ?? 64
+    if (!Number.isSafeInteger(this.alignment) || this.alignment < 8 || (this.alignment & (this.alignment - 1)) !== 0) {
+      throw new ShapeError({
+        message: `alignment of memory pool "${this.name}" must be a power of two >= 8, got ${String(options.alignment)}`,
+      })
+    }
+    this.buffer = new SharedArrayBuffer(this.capacity)
+    this.freeList = this.capacity > 0 ? [{ offset: 0, size: this.capacity }] : []
+  }
+
+  get freeBytes(): number {
+    return this.capacity - this.used
+  }
+
+  allocate(byteLength: number): Storage {
+    const n = checkIndex(byteLength, "byteLength")
+    if (n === 0) return new PoolStorage(this, new Uint8Array(this.buffer, 0, 0), undefined)
+    const padded = Math.ceil(n / this.alignment) * this.alignment
+    const i = this.freeList.findIndex((b) => b.size >= n)
+    if (i < 0) {
+      const largest = this.freeList.reduce((m, b) => Math.max(m, b.size), 0)
+      throw new OutOfMemoryError({
+        message: `memory pool "${this.name}" cannot allocate ${n} bytes: capacity ${this.capacity} bytes, ${this.used} in use, largest free block ${largest} bytes`,
+        requested: n,
+        capacity: this.capacity,
+      })
+    }
+    const free = this.freeList[i]
+    // Only the last block can be shorter than `padded` (capacity need not be aligned): take it whole.
+    const size = Math.min(padded, free.size)
+    if (size === free.size) this.freeList.splice(i, 1)
+    else this.freeList[i] = { offset: free.offset + size, size: free.size - size }
+    const block: Block = { offset: free.offset, size }
+    this.used += size
+    const storage = new PoolStorage(this, new Uint8Array(this.buffer, block.offset, n), block)
+    this.registry.register(storage, block, storage)
+    return storage
+  }
+
+  free(storage: Storage): void {
+    const s = checkOwner(this, storage) as PoolStorage
+    if (s.freed) return
+    s.freed = true
+    if (s.block === undefined) return
+    this.registry.unregister(s)
+    this.release(s.block)
+  }
+
+  private release(block: Block): void {
+    this.used -= block.size
+    const list = this.freeList
+    let i = 0
+    while (i < list.length && list[i].offset < block.offset) i++
+    let merged = block
+    const next = list[i]
+    if (next !== undefined && merged.offset + merged.size === next.offset) {
+      merged = { offset: merged.offset, size: merged.size + next.size }
+      list.splice(i, 1)
+    }
+    const prev = list[i - 1]
+    if (prev !== undefined && prev.offset + prev.size === merged.offset) {
+      list[i - 1] = { offset: prev.offset, size: prev.size + merged.size }
+    } else {
+      list.splice(i, 0, merged)
+    }
+  }
+}
+
+/**
+ * A fixed-capacity pool over one SharedArrayBuffer: first-fit blocks, coalesced on free. A block
+ * whose Storage is garbage-collected without `free` returns to the pool as well; keep the Storage
+ * (or a tensor over it) reachable for as long as raw views of its bytes are in use.
+ */
+export const createCpuMemoryPool = (options: CpuMemoryPoolOptions): MemoryPool => new CpuMemoryPool(options)
+
+/**
+ * Runs `fn` (sync or async) with `allocator` as the allocator of its device: tensor factories
+ * inside it, across awaits, allocate from it unless given an explicit allocator.
+ */
+export const withAllocator = <A>(allocator: Allocator, fn: () => A): A =>
+  state.scope.run({ allocator, parent: state.scope.getStore() }, fn)
+
+/** The allocator factories use for `device`: the innermost `withAllocator` scope of it, else the default. */
+export const currentAllocator = (device: Device): Allocator => {
+  const d = parseDevice(device)
+  for (let s = state.scope.getStore(); s !== undefined; s = s.parent) {
+    if (s.allocator.device === d) return s.allocator
+  }
+  if (d === "cpu") return cpuAllocator
+  const cached = state.deviceAllocators.get(d)
+  if (cached !== undefined) return cached
+  const factory = state.factories.get("cuda")
+  if (factory === undefined) {
+    throw new DeviceError({
+      message: `no allocator is registered for ${d}: install @tensorlane/transport-nccl, which provides CUDA memory`,
+      device: d,
+    })
+  }
+  const allocator = factory(d)
+  state.deviceAllocators.set(d, allocator)
+  return allocator
+}
+
+/** For native packages: provides the allocators of a device kind (replacing an earlier registration). */
+export const registerDeviceAllocator = (kind: "cuda", factory: DeviceAllocatorFactory): void => {
+  if (kind !== "cuda") {
+    throw new DeviceError({ message: `cannot register allocators for device kind ${String(kind)}`, device: String(kind) })
+  }
+  state.factories.set(kind, factory)
+  for (const d of state.deviceAllocators.keys()) if (d.startsWith(`${kind}:`)) state.deviceAllocators.delete(d)
+}

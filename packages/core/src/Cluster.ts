@@ -1,0 +1,734 @@
+/**
+ * The driver: starts actor processes, submits method calls, owns every object (the directory with
+ * reference counts), resolves refs, and manages collective groups. This is the Promise face; the
+ * Effect face (`TensorlaneCluster`) wraps the same object.
+ */
+import { type ChildProcess, spawn as spawnProcess } from "node:child_process"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { type ActorDefinition, type ActorHandle, type CallOptions, methodOf } from "./Actor.js"
+import {
+  ActorDiedError,
+  ClusterClosedError,
+  GroupConflictError,
+  MissingGroupError,
+  ObjectFreedError,
+  ProtocolError,
+  UnsupportedOperationError,
+} from "./Errors.js"
+import type { GetOptions, PutOptions } from "./InActor.js"
+import { recordTransfer } from "./Metrics.js"
+import { ObjectRef, type RefTracker, isObjectRef } from "./ObjectRef.js"
+import { TensorStore } from "./TensorStore.js"
+import type { TensorTransport } from "./Transport.js"
+import { AgentClient } from "./internal/agentClient.js"
+import { Connection, connect } from "./internal/connection.js"
+import type { Frame } from "./internal/frame.js"
+import {
+  type ActorInspection,
+  type AgentReply,
+  type AgentRequest,
+  type FromActor,
+  type ObjectInfo,
+  type ToActor,
+  decodeAgentReply,
+  decodeFromActor,
+} from "./internal/messages.js"
+import { type Entry, ObjectDirectory } from "./internal/objectDirectory.js"
+import { ProcessRuntime } from "./internal/processRuntime.js"
+import { tensorMeta } from "./internal/tensorMeta.js"
+import { loadTransports, normalizeSpecifier, objectStoreName, unknownTransport } from "./internal/transportRegistry.js"
+import { encodeValue } from "./internal/valueCodec.js"
+import { fromWireError, toWireError } from "./internal/wireError.js"
+
+export interface StartOptions {
+  /** Transport modules by specifier (package names, or paths relative to the working directory). */
+  readonly transports?: ReadonlyArray<string>
+  /** Limit for one transfer (receive, send, fetch); default 120 000 ms. */
+  readonly transferTimeoutMs?: number
+  /** Extra Node.js flags for actor processes. */
+  readonly execArgv?: ReadonlyArray<string>
+}
+
+export interface SpawnOptions {
+  readonly count?: number
+  /** Extra environment variables of the actor processes. */
+  readonly env?: Readonly<Record<string, string>>
+}
+
+export interface GroupOptions {
+  readonly backend: string
+  readonly name?: string
+  readonly timeoutMs?: number
+}
+
+export interface CollectiveGroup {
+  readonly name: string
+  readonly backend: string
+  /** Actor ids, by rank. */
+  readonly members: ReadonlyArray<string>
+  destroy(): Promise<void>
+}
+
+export interface ClusterInspection {
+  /** Objects the driver still tracks (its directory). */
+  readonly objects: ReadonlyArray<string>
+  readonly groups: ReadonlyArray<string>
+  /** Per process ("driver" and every live actor): primary and received copies, pending transfers, registrations. */
+  readonly processes: Readonly<Record<string, ActorInspection>>
+}
+
+type Unref<T> = T extends ObjectRef<infer V> ? V : never
+
+const DEFAULT_TRANSFER_TIMEOUT_MS = 120_000
+const SHUTDOWN_GRACE_MS = 2_000
+
+interface ActorRecord {
+  readonly id: string
+  readonly definition: ActorDefinition
+  readonly child: ChildProcess
+  readonly control: Connection
+  agentAddress: string
+  agent: Promise<Connection> | undefined
+  alive: boolean
+  /** Calls are dispatched to an actor in submission order: each waits for the previous one to be sent. */
+  dispatched: Promise<void>
+  readonly inFlight: Map<number, { entry: Entry; method: string; pinned: ReadonlyArray<string> }>
+  readonly exited: Promise<void>
+}
+
+interface GroupRecord {
+  readonly name: string
+  readonly backend: string
+  readonly members: ReadonlyArray<string>
+}
+
+const actorMainPath = fileURLToPath(new URL("./actor-main.js", import.meta.url))
+
+/** Flags an actor process needs to import a TypeScript actor module. */
+const typeScriptFlags = (moduleUrl: string): Array<string> => {
+  if (!/\.[cm]?ts$/.test(moduleUrl)) return []
+  if ((process.features as { typescript?: unknown }).typescript) return []
+  const [major, minor] = process.versions.node.split(".").map(Number)
+  if (major > 22 || (major === 22 && minor >= 6)) return ["--experimental-strip-types", "--no-warnings=ExperimentalWarning"]
+  try {
+    createRequire(join(process.cwd(), "noop.js")).resolve("tsx")
+    return ["--import", "tsx"]
+  } catch {
+    throw new UnsupportedOperationError({
+      message: `actor module ${moduleUrl} is TypeScript, which Node ${process.versions.node} cannot import by itself. Install tsx next to your project (npm i -D tsx), use Node >= 22.18, or point defineActor at compiled JavaScript.`,
+    })
+  }
+}
+
+export class Cluster implements AsyncDisposable {
+  private readonly directory: ObjectDirectory
+  private readonly actors = new Map<string, ActorRecord>()
+  private readonly groups = new Map<string, GroupRecord>()
+  private readonly inspections = new Map<number, { actor: string; resolve: (inspection: ActorInspection | undefined) => void }>()
+  private readonly agentRequests = new Map<
+    number,
+    {
+      readonly actor: string
+      readonly resolve: (reply: AgentReply) => void
+      readonly reject: (e: Error) => void
+      readonly onGather?: (reply: Extract<AgentReply, { _tag: "Gather" }>) => void
+    }
+  >()
+  private nextActor = new Map<string, number>()
+  private nextCall = 1
+  private nextReq = 1
+  private nextGroup = 1
+  private closed = false
+  readonly runtime: ProcessRuntime
+  private readonly tracker: RefTracker
+
+  private constructor(
+    private readonly dir: string,
+    private readonly options: Required<Pick<StartOptions, "transferTimeoutMs">> & { transports: ReadonlyArray<string>; execArgv: ReadonlyArray<string> },
+    agent: AgentClient,
+    transports: ReadonlyMap<string, TensorTransport>,
+  ) {
+    this.directory = new ObjectDirectory((entry) => this.onFree(entry))
+    this.tracker = { acquire: (id) => this.directory.acquire(id), release: (id) => this.directory.release(id) }
+    this.runtime = new ProcessRuntime("driver", agent, new TensorStore(), transports, (id) => new ObjectRef(id, this.tracker))
+  }
+
+  /** @internal use `start()`. */
+  static async create(options: StartOptions = {}): Promise<Cluster> {
+    const specifiers = (options.transports ?? []).map(normalizeSpecifier)
+    const transports = await loadTransports(specifiers, {
+      fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
+    })
+    const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-"))
+    const agent = await AgentClient.start(
+      { processId: "driver", address: join(dir, "driver.sock"), transports: specifiers, parentPid: undefined },
+      () => undefined,
+    ).catch((error) => {
+      fs.rmSync(dir, { recursive: true, force: true })
+      throw error
+    })
+    return new Cluster(
+      dir,
+      {
+        transports: specifiers,
+        transferTimeoutMs: options.transferTimeoutMs ?? DEFAULT_TRANSFER_TIMEOUT_MS,
+        execArgv: options.execArgv ?? [],
+      },
+      agent,
+      transports,
+    )
+  }
+
+  /** Names of the registered transports. */
+  get transportNames(): ReadonlyArray<string> {
+    return [...this.runtime.transports.keys()]
+  }
+
+  private ensureOpen(): void {
+    if (this.closed) throw new ClusterClosedError({ message: "the cluster is shut down" })
+  }
+
+  private transport(name: string): TensorTransport {
+    return this.runtime.transport(name)
+  }
+
+  // ---- Actors
+
+  /** Starts `count` actor processes of a definition (always an array). */
+  async spawn<D extends ActorDefinition>(definition: D, options: SpawnOptions = {}): Promise<Array<ActorHandle<D>>> {
+    this.ensureOpen()
+    // Unknown transport names fail here, before any process starts.
+    for (const name of Object.keys(definition.spec.methods as object)) {
+      const transport = methodOf(definition, name)?.options.tensorTransport
+      if (transport !== undefined) this.transport(transport)
+    }
+    const flags = [...this.options.execArgv, ...typeScriptFlags(definition.moduleUrl)]
+    const count = options.count ?? 1
+    const started = await Promise.allSettled(
+      Array.from({ length: count }, (_, index) => this.startActor(definition, index, flags, options.env ?? {})),
+    )
+    const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected")
+    if (failed !== undefined) {
+      for (const s of started) if (s.status === "fulfilled") this.kill(s.value)
+      throw failed.reason
+    }
+    return started.map((s) => this.handle<D>((s as PromiseFulfilledResult<ActorRecord>).value))
+  }
+
+  private startActor(definition: ActorDefinition, index: number, flags: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<ActorRecord> {
+    const n = this.nextActor.get(definition.name) ?? 0
+    this.nextActor.set(definition.name, n + 1)
+    const id = `${definition.name}-${n}`
+    const child = spawnProcess(process.execPath, [...flags, actorMainPath], {
+      stdio: ["ignore", "inherit", "inherit", "pipe"],
+      env: { ...process.env, ...env },
+    })
+    return new Promise<ActorRecord>((resolve, reject) => {
+      let ready = false
+      const exited = new Promise<void>((done) => child.once("exit", () => done()))
+      const control = new Connection(child.stdio[3] as import("node:net").Socket, {
+        onFrame: (frame) => {
+          let message: FromActor
+          try {
+            message = decodeFromActor(frame.header)
+          } catch (error) {
+            control.close(error as Error)
+            return
+          }
+          if (!ready) {
+            if (message._tag === "Ready") {
+              ready = true
+              record.agentAddress = message.agentAddress
+              this.actors.set(id, record)
+              resolve(record)
+            } else if (message._tag === "InitFailed") {
+              reject(fromWireError(message.error, { actor: id, method: "init" }))
+              child.kill("SIGKILL")
+            }
+            return
+          }
+          this.onActorMessage(record, message, frame)
+        },
+        onClose: (error) => {
+          if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting${error ? `: ${error.message}` : ""}`, actor: id }))
+          else this.onActorDeath(record, error)
+        },
+      })
+      const record: ActorRecord = {
+        id,
+        definition,
+        child,
+        control,
+        agentAddress: "",
+        agent: undefined,
+        alive: true,
+        dispatched: Promise.resolve(),
+        inFlight: new Map(),
+        exited,
+      }
+      child.once("exit", (code, signal) => {
+        if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting (code ${code}, signal ${signal})`, actor: id }))
+        this.onActorDeath(record, undefined, code, signal)
+      })
+      control.send({
+        _tag: "Init",
+        actorId: id,
+        index,
+        moduleUrl: definition.moduleUrl,
+        exportName: definition.name,
+        transports: this.options.transports,
+        clusterDir: this.dir,
+        maxConcurrency: definition.spec.maxConcurrency ?? 1,
+        transferTimeoutMs: this.options.transferTimeoutMs,
+      } satisfies ToActor)
+    })
+  }
+
+  private handle<D extends ActorDefinition>(record: ActorRecord): ActorHandle<D> {
+    const methods: Record<string, unknown> = {}
+    for (const name of Object.keys(record.definition.spec.methods as object)) {
+      const call = (options: CallOptions) => (...args: Array<unknown>) => this.submit(record, name, args, options)
+      methods[name] = Object.assign(call({}), { options: call })
+    }
+    return { ...methods, actorId: record.id, definition: record.definition } as ActorHandle<D>
+  }
+
+  private actorOf(handle: { actorId: string }): ActorRecord {
+    const record = this.actors.get(handle.actorId)
+    if (record === undefined) throw new ClusterClosedError({ message: `actor ${handle.actorId} is not part of this cluster` })
+    return record
+  }
+
+  private kill(record: ActorRecord): void {
+    record.child.kill("SIGKILL")
+  }
+
+  // ---- Calls
+
+  private submit(record: ActorRecord, method: string, args: ReadonlyArray<unknown>, options: CallOptions): ObjectRef<unknown> {
+    this.ensureOpen()
+    const transport = options.tensorTransport ?? methodOf(record.definition, method)?.options.tensorTransport ?? objectStoreName
+    this.transport(transport)
+    const encoded = encodeValue([...args])
+    const argEntries = [...new Set(encoded.refs.map((r) => r.id))].map((id) => this.directory.require(id))
+    const routes = new Map<string, { group: string; rank: number; toRank: number }>()
+    for (const entry of argEntries) {
+      if (entry.producer === record.id) continue
+      const capabilities = this.transport(entry.transport).capabilities
+      if (capabilities.oneSided) continue
+      const group = this.groupOf(entry.transport, entry.producer, record.id)
+      if (group === undefined) {
+        throw new MissingGroupError({
+          message: `${record.id} cannot receive ${entry.id} over "${entry.transport}" from ${entry.producer}: they share no ${entry.transport} group. Create one first: cluster.createCollectiveGroup([producer, consumer], { backend: "${entry.transport}" })`,
+          backend: entry.transport,
+        })
+      }
+      routes.set(entry.id, { group: group.name, rank: group.members.indexOf(entry.producer), toRank: group.members.indexOf(record.id) })
+    }
+    const entry = this.directory.create(this.runtime.newObjectId(), record.id, transport)
+    const ref = new ObjectRef(entry.id, this.tracker)
+    const pinned = argEntries.map((e) => e.id)
+    for (const id of pinned) this.directory.acquire(id)
+    const callId = this.nextCall++
+    const previous = record.dispatched
+    record.dispatched = (async () => {
+      await previous
+      const ready = await Promise.all(argEntries.map((e) => this.directory.wait(e, Infinity)))
+      const failed = ready.find((e) => e.state === "failed")
+      if (!record.alive) throw new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id })
+      if (failed !== undefined) throw failed.error!
+      const refs: Array<ObjectInfo> = ready.map((e) => {
+        const route = routes.get(e.id)
+        return route === undefined ? e.info! : { ...e.info!, route: { group: route.group, rank: route.rank } }
+      })
+      record.inFlight.set(callId, { entry, method, pinned })
+      record.control.send(
+        {
+          _tag: "Call",
+          callId,
+          method,
+          returnId: entry.id,
+          ...(options.tensorTransport !== undefined ? { transport: options.tensorTransport } : {}),
+          args: encoded.skeleton,
+          argTensors: encoded.tensors.map(tensorMeta),
+          refs,
+        } satisfies ToActor,
+        encoded.tensors.map((t) => t.contiguousBytes()),
+      )
+      for (const e of ready) {
+        const route = routes.get(e.id)
+        if (route !== undefined) this.startSend(e, route.group, record.id, route.toRank)
+      }
+    })().catch((error: Error) => {
+      record.inFlight.delete(callId)
+      this.directory.fail(entry, error)
+      this.unpin(pinned)
+    })
+    return ref
+  }
+
+  private unpin(ids: ReadonlyArray<string>): void {
+    for (const id of ids) this.directory.release(id)
+  }
+
+  /** The producer's half of a two-sided transfer, run by its agent even while its main thread is busy. */
+  private startSend(entry: Entry, group: string, to: string, toRank: number): void {
+    const producer = this.actors.get(entry.producer)
+    if (producer === undefined) return
+    this.agentRequest(producer, {
+      _tag: "Send",
+      reqId: 0,
+      objectId: entry.id,
+      transport: entry.transport,
+      group,
+      to,
+      toRank,
+      timeoutMs: this.options.transferTimeoutMs,
+    }).catch((error) => {
+      // The receiver fails on its own (the transport reports the broken transfer); tell it early.
+      const consumer = this.actors.get(to)
+      if (consumer !== undefined && consumer.alive) {
+        this.agentRequest(consumer, { _tag: "PeerDied", reqId: 0, peer: entry.producer }, false).catch(() => undefined)
+      }
+      void error
+    })
+  }
+
+  private onActorMessage(record: ActorRecord, message: FromActor, _frame: Frame): void {
+    switch (message._tag) {
+      case "Result": {
+        const call = record.inFlight.get(message.callId)
+        if (call === undefined) return
+        record.inFlight.delete(message.callId)
+        for (const stat of message.transfers) recordTransfer(stat)
+        if (message.info !== undefined) this.directory.ready(call.entry, message.info)
+        else this.directory.fail(call.entry, fromWireError(message.error!, { actor: record.id, method: call.method }))
+        this.unpin(call.pinned)
+        return
+      }
+      case "Put": {
+        let error: Error | undefined
+        if (message.info.producer !== record.id || this.directory.get(message.info.objectId) !== undefined) {
+          error = new ProtocolError({ message: `${record.id} put an object under an id it does not own: ${message.info.objectId}` })
+        } else {
+          const entry = this.directory.create(message.info.objectId, record.id, message.info.transport)
+          this.directory.acquire(entry.id, record.id)
+          this.directory.ready(entry, message.info)
+        }
+        record.control.send({ _tag: "PutAck", reqId: message.reqId, ...(error ? { error: toWireError(error) } : {}) } satisfies ToActor)
+        return
+      }
+      case "Resolve": {
+        const reply = (info: ObjectInfo | undefined, error: Error | undefined) =>
+          record.control.send({
+            _tag: "Resolved",
+            reqId: message.reqId,
+            ...(info ? { info } : {}),
+            ...(error ? { error: toWireError(error) } : {}),
+          } satisfies ToActor)
+        const entry = this.directory.get(message.objectId)
+        if (entry === undefined) {
+          reply(undefined, new ObjectFreedError({ message: `object ${message.objectId} was released`, objectId: message.objectId }))
+          return
+        }
+        this.directory.acquire(entry.id)
+        this.directory
+          .wait(entry, message.timeoutMs ?? Infinity)
+          .then(
+            (e) => (e.state === "ready" ? reply(e.info, undefined) : reply(undefined, e.error)),
+            (error) => reply(undefined, error),
+          )
+          .finally(() => this.directory.release(entry.id))
+        return
+      }
+      case "AddRefs":
+        for (const id of message.objectIds) this.directory.acquire(id, record.id)
+        return
+      case "DropRefs":
+        for (const id of message.objectIds) this.directory.release(id, record.id)
+        return
+      case "Inspection": {
+        const waiter = this.inspections.get(message.reqId)
+        this.inspections.delete(message.reqId)
+        waiter?.resolve(message.inspection)
+        return
+      }
+      case "Ready":
+      case "InitFailed":
+        record.control.close(new ProtocolError({ message: `${message._tag} from ${record.id} after start` }))
+        return
+    }
+  }
+
+  private onActorDeath(record: ActorRecord, error: Error | undefined, code?: number | null, signal?: NodeJS.Signals | null): void {
+    if (!record.alive) return
+    record.alive = false
+    const how = error ? `: ${error.message}` : code !== undefined ? ` (exit code ${code}, signal ${signal})` : ""
+    const died = new ActorDiedError({ message: `actor ${record.id} died${how}`, actor: record.id })
+    if (!this.closed) record.child.kill("SIGKILL")
+    for (const call of record.inFlight.values()) {
+      this.directory.fail(call.entry, died)
+      this.unpin(call.pinned)
+    }
+    record.inFlight.clear()
+    for (const entry of this.directory.values()) {
+      if (entry.producer !== record.id) continue
+      if (entry.state === "pending" || entry.info?.inline === undefined) this.directory.fail(entry, died)
+    }
+    this.directory.dropBorrower(record.id)
+    for (const [reqId, request] of this.agentRequests) {
+      if (request.actor !== record.id) continue
+      this.agentRequests.delete(reqId)
+      request.reject(died)
+    }
+    for (const [reqId, waiter] of this.inspections) {
+      if (waiter.actor !== record.id) continue
+      this.inspections.delete(reqId)
+      waiter.resolve(undefined)
+    }
+    for (const other of this.actors.values()) {
+      if (other.alive && other.agent !== undefined) {
+        this.agentRequest(other, { _tag: "PeerDied", reqId: 0, peer: record.id }, false).catch(() => undefined)
+      }
+    }
+  }
+
+  private onFree(entry: Entry): void {
+    if (entry.info === undefined || entry.info.inline !== undefined || entry.info.tensors.length === 0) return
+    if (entry.producer === "driver") {
+      this.runtime.free([entry.id]).catch((error) => console.error("tensorlane: free failed:", error))
+      return
+    }
+    const producer = this.actors.get(entry.producer)
+    if (producer?.alive) producer.control.send({ _tag: "Free", objectIds: [entry.id] } satisfies ToActor)
+  }
+
+  // ---- Driver-side get and put
+
+  /** Resolves refs to their values. Waits without limit unless `timeoutMs` is given. */
+  async get<R extends ObjectRef<unknown>>(ref: R, options?: GetOptions): Promise<Unref<R>>
+  async get<R extends ReadonlyArray<ObjectRef<unknown>>>(refs: R, options?: GetOptions): Promise<{ [K in keyof R]: Unref<R[K]> }>
+  async get(refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options: GetOptions = {}): Promise<unknown> {
+    this.ensureOpen()
+    const list = isObjectRef(refs) ? [refs] : [...refs]
+    const timeoutMs = options.timeoutMs ?? Infinity
+    const deadline = performance.now() + timeoutMs
+    const values: Array<unknown> = []
+    let targetOffset = 0
+    for (const ref of list) {
+      if (ref.released) throw new ObjectFreedError({ message: `${ref} was released`, objectId: ref.id })
+      const entry = await this.directory.wait(this.directory.require(ref.id), Math.max(0, deadline - performance.now()))
+      if (entry.state === "failed") throw entry.error!
+      const info = entry.info!
+      const target = options.target?.slice(targetOffset, targetOffset + info.tensors.length)
+      targetOffset += info.tensors.length
+      const resolved = await this.runtime.resolve(info, {
+        timeoutMs: Math.min(this.options.transferTimeoutMs, Math.max(1, deadline - performance.now())),
+        ...(options.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
+        ...(target !== undefined ? { target } : {}),
+      })
+      values.push(resolved.value)
+    }
+    return isObjectRef(refs) ? values[0] : values
+  }
+
+  /** Stores a value in the driver for actors to read (object-store or a one-sided transport). */
+  async put<T>(value: T, options: PutOptions = {}): Promise<ObjectRef<T>> {
+    this.ensureOpen()
+    const transport = options.tensorTransport ?? objectStoreName
+    if (!this.transport(transport).capabilities.oneSided) {
+      throw new UnsupportedOperationError({
+        message: `put with the two-sided transport "${transport}" is not possible: a two-sided transfer needs both ends in a collective group, and the driver is in none. Use a one-sided transport (or object-store), or return the value from an actor method.`,
+      })
+    }
+    const id = this.runtime.newObjectId()
+    const info = await this.runtime.produce(id, value, transport)
+    const entry = this.directory.create(id, "driver", transport)
+    const ref = new ObjectRef<T>(id, this.tracker)
+    this.directory.ready(entry, info)
+    return ref
+  }
+
+  // ---- Collective groups
+
+  private groupOf(backend: string, a: string, b: string): GroupRecord | undefined {
+    for (const group of this.groups.values()) {
+      if (group.backend === backend && group.members.includes(a) && group.members.includes(b)) return group
+    }
+    return undefined
+  }
+
+  listGroups(): ReadonlyArray<{ name: string; backend: string; members: ReadonlyArray<string> }> {
+    return [...this.groups.values()]
+  }
+
+  async createCollectiveGroup(actors: ReadonlyArray<{ actorId: string }>, options: GroupOptions): Promise<CollectiveGroup> {
+    this.ensureOpen()
+    const backend = options.backend.toLowerCase()
+    const transport = this.runtime.transports.get(backend)
+    if (transport === undefined) throw unknownTransport(backend, this.runtime.transports.keys())
+    if (transport.createGroup === undefined) {
+      throw new UnsupportedOperationError({ message: `transport "${backend}" has no collective groups` })
+    }
+    const records = actors.map((a) => this.actorOf(a))
+    const members = records.map((r) => r.id)
+    if (new Set(members).size !== members.length) throw new GroupConflictError({ message: "an actor is listed twice", backend })
+    const name = options.name ?? `${backend}-${this.nextGroup++}`
+    if (this.groups.has(name)) throw new GroupConflictError({ message: `a group named "${name}" exists`, backend })
+    for (let i = 0; i < members.length; i++) {
+      for (let j = i + 1; j < members.length; j++) {
+        const existing = this.groupOf(backend, members[i], members[j])
+        if (existing !== undefined) {
+          throw new GroupConflictError({
+            message: `${members[i]} and ${members[j]} already share the ${backend} group "${existing.name}"; a pair of actors shares at most one group per backend (destroy it first)`,
+            backend,
+          })
+        }
+      }
+    }
+    const record: GroupRecord = { name, backend, members }
+    this.groups.set(name, record)
+    const timeoutMs = options.timeoutMs ?? this.options.transferTimeoutMs
+    const blobs: Array<Uint8Array | undefined> = new Array(members.length)
+    let gathered = 0
+    const onGather = (reply: Extract<AgentReply, { _tag: "Gather" }>) => {
+      if (reply.group !== name || reply.rank < 0 || reply.rank >= members.length || blobs[reply.rank] !== undefined) return
+      blobs[reply.rank] = reply.blob
+      if (++gathered < members.length) return
+      for (const r of records) {
+        this.agentRequest(r, { _tag: "Gathered", reqId: 0, group: name, blobs: blobs as Array<Uint8Array> }, false).catch(() => undefined)
+      }
+    }
+    const created = await Promise.allSettled(
+      records.map((r, rank) =>
+        this.agentRequest(
+          r,
+          { _tag: "GroupCreate", reqId: 0, setup: { name, backend, rank, worldSize: members.length, members, timeoutMs } },
+          true,
+          onGather,
+        ),
+      ),
+    )
+    const failure = created.find((c): c is PromiseRejectedResult => c.status === "rejected")
+    if (failure !== undefined) {
+      await this.destroyGroup(record)
+      throw failure.reason
+    }
+    return { name, backend, members, destroy: () => this.destroyGroup(record) }
+  }
+
+  private async destroyGroup(record: GroupRecord): Promise<void> {
+    if (this.groups.get(record.name) !== record) return
+    this.groups.delete(record.name)
+    await Promise.allSettled(
+      record.members
+        .map((id) => this.actors.get(id))
+        .filter((r): r is ActorRecord => r !== undefined && r.alive)
+        .map((r) => this.agentRequest(r, { _tag: "GroupDestroy", reqId: 0, name: record.name, backend: record.backend })),
+    )
+  }
+
+  private agentConnection(record: ActorRecord): Promise<Connection> {
+    if (record.agent === undefined) {
+      record.agent = connect(record.agentAddress, {
+        onFrame: (frame) => {
+          let reply: AgentReply
+          try {
+            reply = decodeAgentReply(frame.header)
+          } catch {
+            return
+          }
+          const request = this.agentRequests.get(reply.reqId)
+          if (request === undefined) return
+          if (reply._tag === "Gather") {
+            request.onGather?.(reply)
+            return
+          }
+          this.agentRequests.delete(reply.reqId)
+          if (reply._tag === "Failed") request.reject(fromWireError(reply.error, { actor: record.id, method: "agent" }))
+          else request.resolve(reply)
+        },
+        onClose: () => {
+          record.agent = undefined
+        },
+      })
+    }
+    return record.agent
+  }
+
+  private async agentRequest(
+    record: ActorRecord,
+    request: AgentRequest,
+    awaitReply = true,
+    onGather?: (reply: Extract<AgentReply, { _tag: "Gather" }>) => void,
+  ): Promise<AgentReply | undefined> {
+    const connection = await this.agentConnection(record)
+    const reqId = this.nextReq++
+    const message = { ...request, reqId }
+    if (!awaitReply) {
+      connection.send(message)
+      return undefined
+    }
+    return new Promise((resolve, reject) => {
+      this.agentRequests.set(reqId, { actor: record.id, resolve, reject, ...(onGather ? { onGather } : {}) })
+      connection.send(message)
+    })
+  }
+
+  // ---- Introspection and shutdown
+
+  /** What every process still holds: empty lists mean nothing leaked. */
+  async inspect(): Promise<ClusterInspection> {
+    this.ensureOpen()
+    const processes: Record<string, ActorInspection> = {}
+    const driverAgent = await this.runtime.agent.command<{ pendingTransfers: Array<string>; registrations: Array<string>; groups: Array<string> }>({ op: "inspect" })
+    processes.driver = { ...this.runtime.store.inspect(), pendingTransfers: driverAgent.pendingTransfers, registrations: driverAgent.registrations, groups: driverAgent.groups }
+    await Promise.all(
+      [...this.actors.values()]
+        .filter((r) => r.alive)
+        .map(
+          (r) =>
+            new Promise<void>((resolve) => {
+              const reqId = this.nextReq++
+              this.inspections.set(reqId, {
+                actor: r.id,
+                resolve: (inspection) => {
+                  if (inspection !== undefined) processes[r.id] = inspection
+                  resolve()
+                },
+              })
+              r.control.send({ _tag: "Inspect", reqId } satisfies ToActor)
+            }),
+        ),
+    )
+    return { objects: [...this.directory.values()].map((e) => e.id), groups: [...this.groups.keys()], processes }
+  }
+
+  /** Stops every actor process and the driver's agent. Idempotent. */
+  async shutdown(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    const records = [...this.actors.values()]
+    for (const r of records) if (r.alive) r.control.send({ _tag: "Shutdown" } satisfies ToActor)
+    await Promise.all(
+      records.map((r) =>
+        Promise.race([r.exited, new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref())]).then(() => {
+          if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGKILL")
+        }),
+      ),
+    )
+    await this.runtime.agent.close()
+    fs.rmSync(this.dir, { recursive: true, force: true })
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.shutdown()
+  }
+}
+
+/** Starts a cluster in this process (the driver). */
+export const start = (options?: StartOptions): Promise<Cluster> => Cluster.create(options)

@@ -1,0 +1,137 @@
+/**
+ * Every error tensorlane raises, as `Schema.TaggedError`s. Their `_tag`s are the contract of the
+ * Effect face; the Promise face rejects with the same objects.
+ */
+import { Schema } from "effect"
+
+/** A dtype name that tensorlane does not know, or an operation a dtype does not support. */
+export class DTypeError extends Schema.TaggedError<DTypeError>()("DTypeError", {
+  message: Schema.String,
+}) {}
+
+/** Shapes, strides, indices or byte lengths that do not fit together. */
+export class ShapeError extends Schema.TaggedError<ShapeError>()("ShapeError", {
+  message: Schema.String,
+}) {}
+
+/** A tensor on a device that the operation or transport cannot handle. */
+export class DeviceError extends Schema.TaggedError<DeviceError>()("DeviceError", {
+  message: Schema.String,
+  device: Schema.String,
+  transport: Schema.optional(Schema.String),
+}) {}
+
+/** A pool or allocator could not satisfy an allocation. */
+export class OutOfMemoryError extends Schema.TaggedError<OutOfMemoryError>()("OutOfMemoryError", {
+  message: Schema.String,
+  requested: Schema.Number,
+  capacity: Schema.Number,
+}) {}
+
+/** A transport name that no loaded transport module registered. */
+export class UnknownTransportError extends Schema.TaggedError<UnknownTransportError>()("UnknownTransportError", {
+  message: Schema.String,
+  transport: Schema.String,
+  registered: Schema.Array(Schema.String),
+}) {}
+
+/** A transport module that could not be imported or does not export a transport. */
+export class TransportLoadError extends Schema.TaggedError<TransportLoadError>()("TransportLoadError", {
+  message: Schema.String,
+  specifier: Schema.String,
+}) {}
+
+/** A two-sided transfer between actors that share no collective group of that backend. */
+export class MissingGroupError extends Schema.TaggedError<MissingGroupError>()("MissingGroupError", {
+  message: Schema.String,
+  backend: Schema.String,
+}) {}
+
+/** A second group of one backend for a pair of actors, or a group name already in use. */
+export class GroupConflictError extends Schema.TaggedError<GroupConflictError>()("GroupConflictError", {
+  message: Schema.String,
+  backend: Schema.String,
+}) {}
+
+/** An operation that the transport or the calling process does not support (put with gloo, get in an actor of a group it is not in, ...). */
+export class UnsupportedOperationError extends Schema.TaggedError<UnsupportedOperationError>()(
+  "UnsupportedOperationError",
+  { message: Schema.String },
+) {}
+
+/** An in-actor API (`put`, `get`, `waitTensorFreed`, `group`) called outside an actor method. */
+export class NotInActorError extends Schema.TaggedError<NotInActorError>()("NotInActorError", {
+  message: Schema.String,
+}) {}
+
+/** A user method threw. Carries the remote name, message and stack. */
+export class ApplicationError extends Schema.TaggedError<ApplicationError>()("ApplicationError", {
+  message: Schema.String,
+  remoteName: Schema.String,
+  remoteStack: Schema.String,
+  actor: Schema.String,
+  method: Schema.String,
+}) {}
+
+/** The process of an actor died or became unreachable; calls that depended on it fail with this. */
+export class ActorDiedError extends Schema.TaggedError<ActorDiedError>()("ActorDiedError", {
+  message: Schema.String,
+  actor: Schema.String,
+}) {}
+
+/** A get, transfer or wait did not complete in time. */
+export class TimeoutError extends Schema.TaggedError<TimeoutError>()("TimeoutError", {
+  message: Schema.String,
+  timeoutMs: Schema.Number,
+}) {}
+
+/** A transfer failed for a system reason (peer gone, connection reset, native failure). */
+export class TransferError extends Schema.TaggedError<TransferError>()("TransferError", {
+  message: Schema.String,
+  transport: Schema.String,
+}) {}
+
+/** A frame or metadata blob from a peer that does not decode, or names objects that do not exist. */
+export class ProtocolError extends Schema.TaggedError<ProtocolError>()("ProtocolError", {
+  message: Schema.String,
+}) {}
+
+/** A ref that was released, or an object whose owner already freed it. */
+export class ObjectFreedError extends Schema.TaggedError<ObjectFreedError>()("ObjectFreedError", {
+  message: Schema.String,
+  objectId: Schema.String,
+}) {}
+
+/** The cluster is shut down, or an actor handle belongs to another cluster. */
+export class ClusterClosedError extends Schema.TaggedError<ClusterClosedError>()("ClusterClosedError", {
+  message: Schema.String,
+}) {}
+
+/** A native library that is not installed or cannot be loaded; lists every place that was tried. */
+export class NativeLibraryError extends Schema.TaggedError<NativeLibraryError>()("NativeLibraryError", {
+  message: Schema.String,
+  library: Schema.String,
+  tried: Schema.Array(Schema.String),
+  fix: Schema.String,
+}) {}
+
+/** Every error of tensorlane. */
+export type TensorlaneError =
+  | DTypeError
+  | ShapeError
+  | DeviceError
+  | OutOfMemoryError
+  | UnknownTransportError
+  | TransportLoadError
+  | MissingGroupError
+  | GroupConflictError
+  | UnsupportedOperationError
+  | NotInActorError
+  | ApplicationError
+  | ActorDiedError
+  | TimeoutError
+  | TransferError
+  | ProtocolError
+  | ObjectFreedError
+  | ClusterClosedError
+  | NativeLibraryError

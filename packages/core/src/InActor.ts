@@ -1,0 +1,77 @@
+/**
+ * The APIs an actor method uses on its own process: `put`, `get`, `waitTensorFreed` and `group`.
+ * They find the current actor by async context; called in the driver they raise NotInActorError.
+ */
+import { AsyncLocalStorage } from "node:async_hooks"
+import { NotInActorError } from "./Errors.js"
+import type { ObjectRef } from "./ObjectRef.js"
+import type { Tensor } from "./Tensor.js"
+
+export interface PutOptions {
+  /** A one-sided transport (or "object-store", the default) that consumers read the value with. */
+  readonly tensorTransport?: string
+}
+
+export interface GetOptions {
+  /** Reject with TimeoutError after this long. Default: no limit. */
+  readonly timeoutMs?: number
+  /** Copy the value through the control plane instead of the object's own transport (needed for two-sided transports). */
+  readonly useObjectStore?: boolean
+  /** Existing tensors to receive into, in the value's tensor order (depth first, insertion order). */
+  readonly target?: ReadonlyArray<Tensor>
+}
+
+export interface WaitTensorFreedOptions {
+  readonly timeoutMs?: number
+}
+
+/** A collective group as seen from one of its members. */
+export interface GroupMember {
+  readonly name: string
+  readonly backend: string
+  readonly rank: number
+  readonly worldSize: number
+}
+
+export interface ActorContext {
+  readonly actorId: string
+  readonly put: <T>(value: T, options?: PutOptions) => Promise<ObjectRef<T>>
+  readonly get: (refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options?: GetOptions) => Promise<unknown>
+  readonly waitTensorFreed: (tensor: Tensor, options?: WaitTensorFreedOptions) => Promise<void>
+  readonly group: (name: string) => GroupMember
+}
+
+export const actorContext = new AsyncLocalStorage<ActorContext>()
+
+const current = (api: string): ActorContext => {
+  const context = actorContext.getStore()
+  if (context === undefined) {
+    throw new NotInActorError({
+      message: `${api}() works inside actor methods only; the driver uses the cluster's own methods (cluster.get, cluster.put, ...)`,
+    })
+  }
+  return context
+}
+
+/** Stores a value in this actor and returns a ref the driver owns. */
+export const put = <T>(value: T, options?: PutOptions): Promise<ObjectRef<T>> => current("put").put(value, options)
+
+/** Resolves refs inside an actor (one-sided transports fetch directly; two-sided need useObjectStore). */
+export function get<T>(ref: ObjectRef<T>, options?: GetOptions): Promise<T>
+export function get<T extends ReadonlyArray<ObjectRef<unknown>>>(
+  refs: T,
+  options?: GetOptions,
+): Promise<{ [K in keyof T]: T[K] extends ObjectRef<infer V> ? V : never }>
+export function get(refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options?: GetOptions): Promise<unknown> {
+  return current("get").get(refs, options)
+}
+
+/** Resolves once no object of this actor references the tensor's memory (safe to write in place). */
+export const waitTensorFreed = (tensor: Tensor, options?: WaitTensorFreedOptions): Promise<void> =>
+  current("waitTensorFreed").waitTensorFreed(tensor, options)
+
+/** This actor's membership of a collective group. */
+export const group = (name: string): GroupMember => current("group").group(name)
+
+/** Id of the actor running the current method. */
+export const currentActorId = (): string => current("currentActorId").actorId

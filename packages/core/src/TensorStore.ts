@@ -1,0 +1,94 @@
+/**
+ * The per-process store: primary copies of the objects this process produced (kept until the owner
+ * frees them) and the copies it received for the calls that are running.
+ */
+import { TimeoutError } from "./Errors.js"
+import type { Tensor } from "./Tensor.js"
+
+export interface StoredObject {
+  readonly objectId: string
+  readonly transport: string
+  /** The value as the method returned it: a ref passed back to its producer gets these very tensors. */
+  readonly value: unknown
+  readonly tensors: ReadonlyArray<Tensor>
+}
+
+export class TensorStore {
+  private readonly primary = new Map<string, StoredObject>()
+  private readonly received = new Map<string, { tensors: ReadonlyArray<Tensor>; users: number }>()
+  /** Live objects per storage, for waitTensorFreed: in-place writes to any view of a storage are visible. */
+  private readonly storageUsers = new Map<number, number>()
+  private readonly freedWaiters = new Map<number, Array<() => void>>()
+
+  addPrimary(object: StoredObject): void {
+    this.primary.set(object.objectId, object)
+    for (const id of storageIds(object.tensors)) this.storageUsers.set(id, (this.storageUsers.get(id) ?? 0) + 1)
+  }
+
+  getPrimary(objectId: string): StoredObject | undefined {
+    return this.primary.get(objectId)
+  }
+
+  /** Drops a primary copy; returns it so that the transport can release what it registered. */
+  freePrimary(objectId: string): StoredObject | undefined {
+    const object = this.primary.get(objectId)
+    if (object === undefined) return undefined
+    this.primary.delete(objectId)
+    for (const id of storageIds(object.tensors)) {
+      const users = (this.storageUsers.get(id) ?? 1) - 1
+      if (users > 0) {
+        this.storageUsers.set(id, users)
+        continue
+      }
+      this.storageUsers.delete(id)
+      const waiters = this.freedWaiters.get(id) ?? []
+      this.freedWaiters.delete(id)
+      for (const wake of waiters) wake()
+    }
+    return object
+  }
+
+  holdReceived(objectId: string, tensors: ReadonlyArray<Tensor>): void {
+    const entry = this.received.get(objectId)
+    if (entry !== undefined) entry.users++
+    else this.received.set(objectId, { tensors, users: 1 })
+  }
+
+  dropReceived(objectId: string): void {
+    const entry = this.received.get(objectId)
+    if (entry === undefined) return
+    if (--entry.users === 0) this.received.delete(objectId)
+  }
+
+  /** Resolves once no stored object uses the tensor's memory any more. */
+  waitTensorFreed(tensor: Tensor, timeoutMs: number): Promise<void> {
+    const id = tensor.storage.id
+    if (!this.storageUsers.has(id)) return Promise.resolve()
+    return new Promise((resolve, reject) => {
+      const timer = Number.isFinite(timeoutMs)
+        ? setTimeout(() => {
+            const waiters = this.freedWaiters.get(id) ?? []
+            this.freedWaiters.set(id, waiters.filter((w) => w !== wake))
+            reject(new TimeoutError({ message: `tensor still referenced by an object after ${timeoutMs} ms`, timeoutMs }))
+          }, timeoutMs)
+        : undefined
+      const wake = () => {
+        clearTimeout(timer)
+        resolve()
+      }
+      const waiters = this.freedWaiters.get(id) ?? []
+      waiters.push(wake)
+      this.freedWaiters.set(id, waiters)
+    })
+  }
+
+  inspect(): { primary: Array<string>; received: Array<string> } {
+    return { primary: [...this.primary.keys()], received: [...this.received.keys()] }
+  }
+
+  allPrimary(): Array<StoredObject> {
+    return [...this.primary.values()]
+  }
+}
+
+const storageIds = (tensors: ReadonlyArray<Tensor>): Set<number> => new Set(tensors.map((t) => t.storage.id))

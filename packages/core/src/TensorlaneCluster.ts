@@ -1,0 +1,55 @@
+/**
+ * The Effect face of the driver: the cluster as a service provided by a scoped layer (started on
+ * acquisition, shut down on release), and the driver operations as Effects whose failures are the
+ * typed errors of `Errors.ts`.
+ */
+import { Context, Effect, Layer } from "effect"
+import type { ActorDefinition, ActorHandle } from "./Actor.js"
+import { type Cluster, type ClusterInspection, type CollectiveGroup, type GroupOptions, type SpawnOptions, type StartOptions, start } from "./Cluster.js"
+import type { TensorlaneError } from "./Errors.js"
+import type { GetOptions, PutOptions } from "./InActor.js"
+import type { ObjectRef } from "./ObjectRef.js"
+
+export class TensorlaneCluster extends Context.Service<TensorlaneCluster, Cluster>()("@tensorlane/core/TensorlaneCluster") {}
+
+const isTensorlaneError = (error: unknown): error is TensorlaneError =>
+  error instanceof Error && typeof (error as { _tag?: unknown })._tag === "string"
+
+/** A Promise of the Promise face as an Effect: tensorlane's errors are failures, anything else a defect. */
+const attempt = <A>(run: () => Promise<A>): Effect.Effect<A, TensorlaneError> =>
+  Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
+    Effect.catch((error) => (isTensorlaneError(error) ? Effect.fail(error) : Effect.die(error))),
+  )
+
+/** Starts a cluster for the layer's scope and shuts it down when the scope closes. */
+export const layer = (options?: StartOptions): Layer.Layer<TensorlaneCluster, TensorlaneError> =>
+  Layer.effect(
+    TensorlaneCluster,
+    Effect.acquireRelease(attempt(() => start(options)), (cluster) => Effect.promise(() => cluster.shutdown())),
+  )
+
+const withCluster = <A>(run: (cluster: Cluster) => Promise<A>): Effect.Effect<A, TensorlaneError, TensorlaneCluster> =>
+  Effect.gen(function* () {
+    const cluster = yield* TensorlaneCluster
+    return yield* attempt(() => run(cluster))
+  })
+
+export const spawn = <D extends ActorDefinition>(definition: D, options?: SpawnOptions) =>
+  withCluster((cluster) => cluster.spawn(definition, options))
+
+export const get = <T>(ref: ObjectRef<T>, options?: GetOptions): Effect.Effect<T, TensorlaneError, TensorlaneCluster> =>
+  withCluster((cluster) => cluster.get(ref, options) as Promise<T>)
+
+export const getAll = <T>(refs: ReadonlyArray<ObjectRef<T>>, options?: GetOptions): Effect.Effect<Array<T>, TensorlaneError, TensorlaneCluster> =>
+  withCluster((cluster) => cluster.get(refs, options) as Promise<Array<T>>)
+
+export const put = <T>(value: T, options?: PutOptions) => withCluster((cluster) => cluster.put(value, options))
+
+/** A collective group for the scope: destroyed when the scope closes. */
+export const collectiveGroup = (actors: ReadonlyArray<ActorHandle<ActorDefinition>>, options: GroupOptions) =>
+  Effect.acquireRelease(
+    withCluster((cluster) => cluster.createCollectiveGroup(actors, options)),
+    (group: CollectiveGroup) => Effect.promise(() => group.destroy()),
+  )
+
+export const inspect: Effect.Effect<ClusterInspection, TensorlaneError, TensorlaneCluster> = withCluster((cluster) => cluster.inspect())

@@ -1,0 +1,130 @@
+/**
+ * The tensor transport plugin API. A transport module exports a `TensorTransport` (as its default
+ * export or a named one); every process of a cluster imports the same module by specifier and runs
+ * the transport inside its transfer agent, a worker thread that keeps moving bytes while the
+ * process's main JS thread is busy.
+ */
+import type { Tensor } from "./Tensor.js"
+import type { TensorMeta } from "./internal/messages.js"
+
+export type { TensorMeta }
+
+/** What a transport can do, declared up front so that the runtime can refuse what it cannot. */
+export interface TransportCapabilities {
+  /** The consumer pulls the bytes (fetch) without the producer's involvement; else both sides act (send/receive). */
+  readonly oneSided: boolean
+  /** Transfers need a collective group holding both actors (created with `createCollectiveGroup`). */
+  readonly needsGroup: boolean
+  /** The transport honours the AbortSignal of a transfer (timeouts and dead peers end it promptly). */
+  readonly abortable: boolean
+  /** Device kinds whose memory the transport moves. */
+  readonly devices: ReadonlyArray<"cpu" | "cuda">
+  /** The transport writes into buffers the receiver provides (`get(ref, { target })`). */
+  readonly receiveIntoBuffers: boolean
+}
+
+/** The tensors of one object, as the producer holds them (views of the producer's own memory). */
+export interface TransportObject {
+  readonly objectId: string
+  readonly tensors: ReadonlyArray<Tensor>
+}
+
+/** Where a transfer comes from and goes to. */
+export interface TransferPeers {
+  readonly objectId: string
+  /** Actor id of the producer ("driver" for objects the driver put). */
+  readonly producer: string
+  /** Address of the producer's transfer agent (a Unix socket path). */
+  readonly producerAddress: string
+  /** Actor id of the receiving process ("driver" for `get` in the driver). */
+  readonly consumer: string
+}
+
+/** A one-sided read into `into`, whose shapes and dtypes the runtime already checked against `tensors`. */
+export interface FetchRequest extends TransferPeers {
+  readonly tensors: ReadonlyArray<TensorMeta>
+  /** What `extractMetadata` returned on the producer. */
+  readonly metadata: unknown
+  readonly into: ReadonlyArray<Tensor>
+  readonly signal: AbortSignal
+}
+
+/** The producer's half of a two-sided transfer. */
+export interface SendRequest {
+  readonly object: TransportObject
+  readonly group: string
+  readonly toRank: number
+  readonly signal: AbortSignal
+}
+
+/** The consumer's half of a two-sided transfer. */
+export interface ReceiveRequest extends TransferPeers {
+  readonly group: string
+  readonly fromRank: number
+  readonly tensors: ReadonlyArray<TensorMeta>
+  readonly metadata: unknown
+  readonly into: ReadonlyArray<Tensor>
+  readonly signal: AbortSignal
+}
+
+/** One member's view of a collective group being created. */
+export interface GroupSetup {
+  readonly name: string
+  readonly rank: number
+  readonly worldSize: number
+  /** Actor ids by rank. */
+  readonly members: ReadonlyArray<string>
+  readonly timeoutMs: number
+  /** Exchanges one blob per rank through tensorlane's control plane (e.g. pair addresses); resolves with all blobs by rank. */
+  readonly allGather: (blob: Uint8Array) => Promise<ReadonlyArray<Uint8Array>>
+}
+
+/** What a transport reports for `cluster.inspect()`. */
+export interface TransportInspection {
+  readonly registrations: ReadonlyArray<string>
+}
+
+export interface TensorTransport {
+  /** Lowercase; what `tensorTransport` and `backend` name. */
+  readonly name: string
+  readonly capabilities: TransportCapabilities
+  /** Producer side, when an object is created: returns metadata that travels with the object to its consumers. */
+  readonly extractMetadata?: (object: TransportObject) => unknown | Promise<unknown>
+  /** Producer side, when the last reference to an object is gone: drop registrations made for it. */
+  readonly release?: (object: TransportObject) => void | Promise<void>
+  /** One-sided transports: read the object's tensors into `into`. */
+  readonly fetch?: (request: FetchRequest) => Promise<void>
+  /** Two-sided transports: the producer sends every tensor of the object to `toRank`. */
+  readonly send?: (request: SendRequest) => Promise<void>
+  /** Two-sided transports: the consumer receives every tensor of the object into `into`. */
+  readonly receive?: (request: ReceiveRequest) => Promise<void>
+  readonly createGroup?: (setup: GroupSetup) => Promise<void>
+  readonly destroyGroup?: (name: string) => Promise<void>
+  readonly inspect?: () => TransportInspection
+  /** Called once when the process's agent stops. */
+  readonly close?: () => void | Promise<void>
+}
+
+/** Marks a module export as a transport and checks its shape early (a typo in a plugin fails at load, not mid-transfer). */
+export const defineTransport = <T extends TensorTransport>(transport: T): T => {
+  if (transport.name !== transport.name.toLowerCase() || transport.name.length === 0) {
+    throw new TypeError(`a transport name must be non-empty lowercase, got "${transport.name}"`)
+  }
+  const c = transport.capabilities
+  if (c.oneSided && transport.fetch === undefined) {
+    throw new TypeError(`transport "${transport.name}" declares oneSided but has no fetch()`)
+  }
+  if (!c.oneSided && (transport.send === undefined || transport.receive === undefined)) {
+    throw new TypeError(`transport "${transport.name}" is two-sided but lacks send() or receive()`)
+  }
+  if (c.needsGroup && transport.createGroup === undefined) {
+    throw new TypeError(`transport "${transport.name}" needs a group but has no createGroup()`)
+  }
+  return transport
+}
+
+export const isTensorTransport = (value: unknown): value is TensorTransport =>
+  typeof value === "object" &&
+  value !== null &&
+  typeof (value as TensorTransport).name === "string" &&
+  typeof (value as TensorTransport).capabilities === "object"

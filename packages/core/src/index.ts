@@ -1,0 +1,43 @@
+export * from "./Errors.js"
+export * from "./Device.js"
+export * from "./DType.js"
+export * from "./Allocator.js"
+export * from "./Tensor.js"
+export { ObjectRef, isObjectRef, type RefTracker } from "./ObjectRef.js"
+export {
+  defineActor,
+  method,
+  isActorDefinition,
+  type ActorDefinition,
+  type ActorHandle,
+  type ActorMethod,
+  type ActorSpec,
+  type CallOptions,
+  type InitContext,
+  type MethodOptions,
+  type Refable,
+} from "./Actor.js"
+export {
+  Cluster,
+  start,
+  type ClusterInspection,
+  type CollectiveGroup,
+  type GroupOptions,
+  type SpawnOptions,
+  type StartOptions,
+} from "./Cluster.js"
+export {
+  put,
+  get,
+  waitTensorFreed,
+  group,
+  currentActorId,
+  type GetOptions,
+  type GroupMember,
+  type PutOptions,
+  type WaitTensorFreedOptions,
+} from "./InActor.js"
+export * from "./Transport.js"
+export { TensorStore, type StoredObject } from "./TensorStore.js"
+export { recordTransfer, transferBytes, transferCount, transferLatency, type TransferStat } from "./Metrics.js"
+export * as TensorlaneCluster from "./TensorlaneCluster.js"

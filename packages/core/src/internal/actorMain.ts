@@ -1,0 +1,292 @@
+/**
+ * Entry point of an actor process. The driver talks to it over fd 3 (a socket pair); the actor's
+ * transfer agent, a worker thread, serves its objects to peers over a Unix socket.
+ */
+import * as net from "node:net"
+import { join } from "node:path"
+import { type ActorDefinition, isActorDefinition, methodOf } from "../Actor.js"
+import { currentAllocator } from "../Allocator.js"
+import { MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
+import { type ActorContext, type GroupMember, actorContext } from "../InActor.js"
+import { ObjectRef, type RefTracker } from "../ObjectRef.js"
+import { Tensor } from "../Tensor.js"
+import { TensorStore } from "../TensorStore.js"
+import { AgentClient } from "./agentClient.js"
+import { Connection } from "./connection.js"
+import type { Frame } from "./frame.js"
+import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decodeToActor } from "./messages.js"
+import { ProcessRuntime } from "./processRuntime.js"
+import { validateMeta } from "./tensorMeta.js"
+import { loadTransports, objectStoreName } from "./transportRegistry.js"
+import { decodeValue } from "./valueCodec.js"
+import { fromWireError, toWireError } from "./wireError.js"
+import { parseDevice } from "../Device.js"
+
+type Call = Extract<ToActor, { _tag: "Call" }>
+type Init = Extract<ToActor, { _tag: "Init" }>
+
+const control = new Connection(new net.Socket({ fd: 3, readable: true, writable: true }), {
+  onFrame: (frame) => onFrame(frame),
+  // The driver is gone (or broke the protocol): an actor never outlives its driver.
+  onClose: () => process.exit(0),
+})
+
+const send = (message: FromActor): void => control.send(message)
+
+let actor: Actor | undefined
+
+const onFrame = (frame: Frame): void => {
+  let message: ToActor
+  try {
+    message = decodeToActor(frame.header)
+  } catch (error) {
+    control.close(error as Error)
+    return
+  }
+  if (message._tag === "Init") {
+    Actor.start(message).then(
+      (started) => {
+        actor = started
+        send({ _tag: "Ready", agentAddress: started.runtime.agent.address, pid: process.pid })
+      },
+      (error) => send({ _tag: "InitFailed", error: toWireError(error) }),
+    )
+    return
+  }
+  if (actor === undefined) {
+    control.close(new ProtocolError({ message: `${message._tag} before Init` }))
+    return
+  }
+  actor.handle(message, frame.body)
+}
+
+/** Handles of this process count as borrows with the owner: the first acquires, the last drops. */
+class Borrows implements RefTracker {
+  private readonly counts = new Map<string, number>()
+  /** Objects this actor put: the owner counted the borrow when it registered them. */
+  private readonly adopted = new Set<string>()
+  adopt = (objectId: string): void => {
+    this.adopted.add(objectId)
+  }
+  acquire = (objectId: string): void => {
+    const n = this.counts.get(objectId) ?? 0
+    this.counts.set(objectId, n + 1)
+    if (n === 0 && !this.adopted.delete(objectId)) send({ _tag: "AddRefs", objectIds: [objectId] })
+  }
+  release = (objectId: string): void => {
+    const n = (this.counts.get(objectId) ?? 0) - 1
+    if (n > 0) {
+      this.counts.set(objectId, n)
+      return
+    }
+    this.counts.delete(objectId)
+    send({ _tag: "DropRefs", objectIds: [objectId] })
+  }
+}
+
+class Actor {
+  private readonly queue: Array<{ call: Call; body: Buffer | undefined }> = []
+  private running = 0
+  private nextReq = 1
+  private readonly resolving = new Map<number, { resolve: (info: ObjectInfo) => void; reject: (e: Error) => void }>()
+  private readonly acks = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
+  private groups: ReadonlyArray<GroupMember> = []
+
+  private constructor(
+    private readonly init: Init,
+    private readonly definition: ActorDefinition,
+    readonly runtime: ProcessRuntime,
+    private readonly borrows: Borrows,
+    private readonly state: unknown,
+  ) {}
+
+  static async start(init: Init): Promise<Actor> {
+    const module = (await import(init.moduleUrl)) as Record<string, unknown>
+    const definition = module[init.exportName]
+    if (!isActorDefinition(definition)) {
+      throw new TypeError(`${init.moduleUrl} has no actor definition exported as "${init.exportName}"`)
+    }
+    const borrows = new Borrows()
+    let actor: Actor | undefined
+    const agent = await AgentClient.start(
+      {
+        processId: init.actorId,
+        address: join(init.clusterDir, `${init.actorId}.sock`),
+        transports: init.transports,
+        parentPid: process.ppid,
+      },
+      (event) => {
+        if (actor !== undefined) actor.groups = event.groups
+      },
+    )
+    const transports = await loadTransports(init.transports, {
+      fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
+    })
+    const runtime = new ProcessRuntime(init.actorId, agent, new TensorStore(), transports, (id) => new ObjectRef(id, borrows))
+    const state = await definition.spec.init({ index: init.index, actorId: init.actorId })
+    actor = new Actor(init, definition, runtime, borrows, state)
+    return actor
+  }
+
+  handle(message: Exclude<ToActor, Init>, body: Buffer | undefined): void {
+    switch (message._tag) {
+      case "Call":
+        this.queue.push({ call: message, body })
+        this.pump()
+        return
+      case "Free":
+        this.runtime.free(message.objectIds).catch((error) => console.error("tensorlane: free failed:", error))
+        return
+      case "Resolved": {
+        const waiter = this.resolving.get(message.reqId)
+        this.resolving.delete(message.reqId)
+        if (message.error !== undefined) waiter?.reject(fromWireError(message.error, { actor: "driver", method: "get" }))
+        else if (message.info !== undefined) waiter?.resolve(message.info)
+        return
+      }
+      case "PutAck": {
+        const waiter = this.acks.get(message.reqId)
+        this.acks.delete(message.reqId)
+        if (message.error !== undefined) waiter?.reject(fromWireError(message.error, { actor: "driver", method: "put" }))
+        else waiter?.resolve()
+        return
+      }
+      case "Inspect":
+        this.runtime.agent.command<{ pendingTransfers: Array<string>; registrations: Array<string>; groups: Array<string> }>({ op: "inspect" }).then(
+          (agent) =>
+            send({
+              _tag: "Inspection",
+              reqId: message.reqId,
+              inspection: { ...this.runtime.store.inspect(), pendingTransfers: agent.pendingTransfers, registrations: agent.registrations, groups: agent.groups },
+            }),
+          (error) => console.error("tensorlane: inspect failed:", error),
+        )
+        return
+      case "Shutdown":
+        this.runtime.agent.close().finally(() => process.exit(0))
+        return
+    }
+  }
+
+  private pump(): void {
+    const limit = Math.max(1, this.init.maxConcurrency)
+    while (this.running < limit && this.queue.length > 0) {
+      const { call, body } = this.queue.shift()!
+      this.running++
+      this.run(call, body).finally(() => {
+        this.running--
+        this.pump()
+      })
+    }
+  }
+
+  private async run(call: Call, body: Buffer | undefined): Promise<void> {
+    const transfers: Array<TransferStat> = []
+    const received: Array<string> = []
+    try {
+      const entry = methodOf(this.definition, call.method)
+      if (entry === undefined) throw new TypeError(`actor ${this.definition.name} has no method "${call.method}"`)
+      const args = await this.arguments(call, body, transfers, received)
+      const value = await actorContext.run(this.context(), () => entry.fn(this.state, ...args))
+      const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
+      const info = await this.runtime.produce(call.returnId, value, transport)
+      send({ _tag: "Result", callId: call.callId, info, transfers })
+    } catch (error) {
+      send({ _tag: "Result", callId: call.callId, error: toWireError(error), transfers })
+    } finally {
+      for (const objectId of received) this.runtime.store.dropReceived(objectId)
+    }
+  }
+
+  private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
+    const byValue = tensorsFromBody(call.argTensors.map(validateMeta), body)
+    const resolved = new Map<string, unknown>()
+    for (const info of call.refs) {
+      const r = await this.runtime.resolve(info, { timeoutMs: this.init.transferTimeoutMs })
+      resolved.set(info.objectId, r.value)
+      if (r.stat !== undefined) transfers.push(r.stat)
+      if (r.received) {
+        this.runtime.store.holdReceived(info.objectId, r.tensors)
+        received.push(info.objectId)
+      }
+    }
+    const args = decodeValue(call.args, {
+      tensor: (i) => byValue[i] ?? missing(`argument tensor ${i}`),
+      ref: (id) => (resolved.has(id) ? resolved.get(id) : missing(`argument object ${id}`)),
+    })
+    if (!Array.isArray(args)) throw new ProtocolError({ message: "call arguments are not a list" })
+    return args
+  }
+
+  private context(): ActorContext {
+    return {
+      actorId: this.init.actorId,
+      put: async (value, options) => {
+        const transport = options?.tensorTransport ?? objectStoreName
+        const capabilities = this.runtime.transport(transport).capabilities
+        if (!capabilities.oneSided) {
+          throw new UnsupportedOperationError({
+            message: `put with the two-sided transport "${transport}" is not possible: its receivers are not known in advance; use a one-sided transport or return the value from a method`,
+          })
+        }
+        const objectId = this.runtime.newObjectId()
+        const info = await this.runtime.produce(objectId, value, transport)
+        const reqId = this.nextReq++
+        const acked = new Promise<void>((resolve, reject) => this.acks.set(reqId, { resolve, reject }))
+        send({ _tag: "Put", reqId, info })
+        this.borrows.adopt(objectId)
+        const ref = this.runtime.makeRef(objectId) as ObjectRef<any>
+        await acked
+        return ref
+      },
+      get: async (refs, options) => {
+        const list = Array.isArray(refs) ? refs : [refs as ObjectRef<unknown>]
+        const timeoutMs = options?.timeoutMs ?? Infinity
+        const values: Array<unknown> = []
+        let targetOffset = 0
+        for (const ref of list) {
+          const reqId = this.nextReq++
+          const info = await new Promise<ObjectInfo>((resolve, reject) => {
+            this.resolving.set(reqId, { resolve, reject })
+            send({ _tag: "Resolve", reqId, objectId: ref.id, ...(Number.isFinite(timeoutMs) ? { timeoutMs } : {}) })
+          })
+          const target = options?.target?.slice(targetOffset, targetOffset + info.tensors.length)
+          targetOffset += info.tensors.length
+          const r = await this.runtime.resolve(info, {
+            timeoutMs: Math.min(timeoutMs, this.init.transferTimeoutMs),
+            ...(options?.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
+            ...(target !== undefined ? { target } : {}),
+          })
+          values.push(r.value)
+        }
+        return Array.isArray(refs) ? values : values[0]
+      },
+      waitTensorFreed: (tensor, options) => this.runtime.store.waitTensorFreed(tensor, options?.timeoutMs ?? Infinity),
+      group: (name) => {
+        const member = this.groups.find((g) => g.name === name)
+        if (member === undefined) {
+          throw new MissingGroupError({ message: `${this.init.actorId} is in no group named "${name}"`, backend: "" })
+        }
+        return member
+      },
+    }
+  }
+}
+
+const tensorsFromBody = (metas: ReadonlyArray<ReturnType<typeof validateMeta>>, body: Buffer | undefined): Array<Tensor> => {
+  const total = metas.reduce((n, m) => n + m.nbytes, 0)
+  if ((body?.byteLength ?? 0) !== total) {
+    throw new ProtocolError({ message: `call carries ${body?.byteLength ?? 0} bytes of argument tensors, ${total} expected` })
+  }
+  let offset = 0
+  return metas.map((m) => {
+    const storage = currentAllocator(parseDevice(m.device)).allocate(m.nbytes)
+    storage.bytes.set(body!.subarray(offset, offset + m.nbytes))
+    offset += m.nbytes
+    return Tensor.fromStorage(storage, { dtype: m.dtype as Tensor["dtype"], shape: m.shape })
+  })
+}
+
+const missing = (what: string): never => {
+  throw new ProtocolError({ message: `a call names ${what}, which it does not carry` })
+}

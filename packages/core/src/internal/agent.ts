@@ -1,0 +1,380 @@
+/**
+ * The transfer agent: a worker thread in every process (driver and actors) that owns the transports,
+ * serves the objects its process produced and runs transfers, so that bytes keep moving while the
+ * process's main JS thread is busy. The main thread talks to it by messages (`AgentCommand`); peers
+ * and the driver talk to it over its Unix socket.
+ */
+import * as fs from "node:fs"
+import * as net from "node:net"
+import { MissingGroupError, ObjectFreedError, ProtocolError, TimeoutError, TransferError } from "../Errors.js"
+import type { Tensor } from "../Tensor.js"
+import type { GroupSetup, TensorTransport, TransportObject } from "../Transport.js"
+import { Connection, connect } from "./connection.js"
+import type { Frame } from "./frame.js"
+import {
+  type AgentReply,
+  type AgentRequest,
+  type ObjectInfo,
+  type TensorMeta,
+  decodeAgentReply,
+  decodeAgentRequest,
+} from "./messages.js"
+import { checkReceived, metaMismatch, tensorMeta } from "./tensorMeta.js"
+import { loadTransports, objectStoreName, unknownTransport } from "./transportRegistry.js"
+import { type WireTensor, fromWireTensor } from "./wireTensor.js"
+import { fromWireError, toWireError } from "./wireError.js"
+
+export type AgentCommand =
+  | { readonly op: "register"; readonly objectId: string; readonly transport: string; readonly tensors: ReadonlyArray<WireTensor> }
+  | { readonly op: "release"; readonly objectIds: ReadonlyArray<string> }
+  | {
+      readonly op: "receive"
+      readonly info: ObjectInfo
+      /** The transport to receive with: the object's own, or object-store for a copy through the control plane. */
+      readonly via: string
+      readonly into: ReadonlyArray<WireTensor>
+      readonly consumer: string
+      readonly timeoutMs: number
+    }
+  | { readonly op: "inspect" }
+  | { readonly op: "close" }
+
+export type AgentEvent = { readonly event: "groups"; readonly groups: ReadonlyArray<{ name: string; backend: string; rank: number; worldSize: number }> }
+
+export interface AgentOptions {
+  readonly processId: string
+  readonly address: string
+  readonly transports: ReadonlyArray<string>
+  /** Actors end their own process when their parent is gone, even with a busy main thread. */
+  readonly parentPid: number | undefined
+  readonly emit: (event: AgentEvent) => void
+}
+
+interface Held {
+  readonly transport: TensorTransport
+  readonly object: TransportObject
+}
+
+interface Pending {
+  readonly label: string
+  readonly peer: string
+  readonly controller: AbortController
+}
+
+interface OutgoingRequest {
+  readonly expected: ReadonlyArray<TensorMeta>
+  readonly into: ReadonlyArray<Uint8Array>
+  readonly resolve: () => void
+  readonly reject: (error: Error) => void
+}
+
+export class Agent {
+  private transports = new Map<string, TensorTransport>()
+  private readonly held = new Map<string, Held>()
+  private readonly groups = new Map<string, { setup: Omit<GroupSetup, "allGather">; backend: string }>()
+  private readonly pending = new Map<number, Pending>()
+  private readonly outgoing = new Map<string, Promise<Connection>>()
+  private readonly requests = new Map<number, OutgoingRequest>()
+  private readonly gathers = new Map<string, (blobs: ReadonlyArray<Uint8Array>) => void>()
+  private readonly server = net.createServer((socket) => this.accept(socket))
+  private readonly accepted = new Set<Connection>()
+  private nextId = 1
+  private lifeline: NodeJS.Timeout | undefined
+
+  constructor(private readonly options: AgentOptions) {}
+
+  async start(): Promise<void> {
+    this.transports = await loadTransports(this.options.transports, {
+      fetchFrom: (r) => this.fetchFrom(r.producerAddress, r.objectId, r.tensors, r.into, r.signal),
+    })
+    fs.rmSync(this.options.address, { force: true })
+    await new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject)
+      this.server.listen(this.options.address, () => resolve())
+    })
+    const parentPid = this.options.parentPid
+    if (parentPid !== undefined) {
+      // A SIGKILLed driver closes no socket we could wait on while the main thread is busy: poll.
+      this.lifeline = setInterval(() => {
+        if (process.ppid !== parentPid) process.kill(process.pid, "SIGKILL")
+      }, 250)
+      this.lifeline.unref()
+    }
+  }
+
+  private transport(name: string): TensorTransport {
+    const transport = this.transports.get(name)
+    if (transport === undefined) throw unknownTransport(name, this.transports.keys())
+    return transport
+  }
+
+  /** Commands from the main thread of this process. */
+  async command(command: AgentCommand): Promise<unknown> {
+    switch (command.op) {
+      case "register": {
+        const transport = this.transport(command.transport)
+        const object: TransportObject = { objectId: command.objectId, tensors: command.tensors.map(fromWireTensor) }
+        const metadata = await transport.extractMetadata?.(object)
+        this.held.set(command.objectId, { transport, object })
+        return metadata
+      }
+      case "release": {
+        for (const objectId of command.objectIds) {
+          const held = this.held.get(objectId)
+          if (held === undefined) continue
+          this.held.delete(objectId)
+          await held.transport.release?.(held.object)
+        }
+        return undefined
+      }
+      case "receive":
+        return this.receive(command)
+      case "inspect":
+        return {
+          pendingTransfers: [...this.pending.values()].map((p) => p.label),
+          registrations: [...this.transports.values()].flatMap((t) => t.inspect?.().registrations ?? []),
+          groups: [...this.groups.keys()],
+          held: [...this.held.keys()],
+        }
+      case "close":
+        return this.close()
+    }
+  }
+
+  private track<A>(label: string, peer: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<A>): Promise<A> {
+    const id = this.nextId++
+    const controller = new AbortController()
+    this.pending.set(id, { label, peer, controller })
+    const timer =
+      Number.isFinite(timeoutMs) && timeoutMs > 0
+        ? setTimeout(
+            () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })),
+            timeoutMs,
+          )
+        : undefined
+    const aborted = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
+    })
+    aborted.catch(() => undefined)
+    return Promise.race([run(controller.signal), aborted]).finally(() => {
+      clearTimeout(timer)
+      this.pending.delete(id)
+    })
+  }
+
+  private receive(command: Extract<AgentCommand, { op: "receive" }>): Promise<void> {
+    const { info, via } = command
+    const transport = this.transport(via)
+    const into = command.into.map(fromWireTensor)
+    const label = `${via} ${info.objectId} ${info.producer} -> ${command.consumer}`
+    return this.track(label, info.producer, command.timeoutMs, async (signal) => {
+      const peers = {
+        objectId: info.objectId,
+        producer: info.producer,
+        producerAddress: info.producerAddress,
+        consumer: command.consumer,
+      }
+      if (transport.capabilities.oneSided) {
+        await transport.fetch!({ ...peers, tensors: info.tensors, metadata: info.metadata, into, signal })
+      } else {
+        const route = info.route
+        if (route === undefined || !this.groups.has(route.group)) {
+          throw new MissingGroupError({
+            message: `no ${via} group joins ${info.producer} and ${command.consumer}; create one with cluster.createCollectiveGroup`,
+            backend: via,
+          })
+        }
+        await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors: info.tensors, metadata: info.metadata, into, signal })
+      }
+      checkReceived(info.tensors, into)
+    })
+  }
+
+  /** Reads an object from another agent over the control plane: the object-store path. */
+  private async fetchFrom(
+    address: string,
+    objectId: string,
+    expected: ReadonlyArray<TensorMeta>,
+    into: ReadonlyArray<Tensor>,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const connection = await this.connection(address)
+    const reqId = this.nextId++
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        // The reply may still arrive: its bytes then land nowhere (the request is gone) and the connection resyncs.
+        this.requests.delete(reqId)
+        reject(signal.reason)
+      }
+      signal.addEventListener("abort", onAbort, { once: true })
+      this.requests.set(reqId, {
+        expected,
+        into: into.map((t) => t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)),
+        resolve: () => {
+          signal.removeEventListener("abort", onAbort)
+          resolve()
+        },
+        reject: (error) => {
+          signal.removeEventListener("abort", onAbort)
+          reject(error)
+        },
+      })
+      connection.send({ _tag: "Fetch", reqId, objectId } satisfies AgentRequest)
+    })
+  }
+
+  private connection(address: string): Promise<Connection> {
+    let connection = this.outgoing.get(address)
+    if (connection === undefined) {
+      connection = connect(address, {
+        onFrame: (frame) => this.onReply(frame),
+        bodyDestinations: (header, bodyLength) => {
+          const reply = decodeAgentReply(header)
+          if (reply._tag !== "Data") throw new ProtocolError({ message: `unexpected body on a ${reply._tag} reply` })
+          const request = this.requests.get(reply.reqId)
+          // A request given up on (timeout): read its bytes into scratch memory to stay in sync.
+          if (request === undefined) return [new Uint8Array(bodyLength)]
+          const mismatch = metaMismatch(request.expected, reply.tensors)
+          if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
+          return request.into
+        },
+        onClose: (error) => {
+          this.outgoing.delete(address)
+          const failure = new TransferError({
+            message: `connection to ${address} closed${error ? `: ${error.message}` : ""} (the producer died or misbehaved)`,
+            transport: objectStoreName,
+          })
+          for (const [reqId, request] of this.requests) {
+            this.requests.delete(reqId)
+            request.reject(failure)
+          }
+        },
+      })
+      connection.catch(() => this.outgoing.delete(address))
+      this.outgoing.set(address, connection)
+    }
+    return connection
+  }
+
+  private onReply(frame: Frame): void {
+    const reply = decodeAgentReply(frame.header)
+    const request = this.requests.get(reply.reqId)
+    if (request === undefined) return
+    this.requests.delete(reply.reqId)
+    if (reply._tag === "Data") request.resolve()
+    else if (reply._tag === "Failed") request.reject(fromWireError(reply.error, { actor: "agent", method: "fetch" }))
+    else request.reject(new ProtocolError({ message: `unexpected ${reply._tag} reply to a fetch` }))
+  }
+
+  private accept(socket: net.Socket): void {
+    const accepted = new Connection(socket, {
+      onClose: (_error, connection) => this.accepted.delete(connection),
+      onFrame: (frame, connection) => {
+        let request: AgentRequest
+        try {
+          request = decodeAgentRequest(frame.header)
+        } catch (error) {
+          connection.close(error as Error)
+          return
+        }
+        this.serve(request, connection).catch((error) =>
+          connection.send({ _tag: "Failed", reqId: request.reqId, error: toWireError(error) } satisfies AgentReply),
+        )
+      },
+    })
+    this.accepted.add(accepted)
+  }
+
+  private async serve(request: AgentRequest, connection: Connection): Promise<void> {
+    switch (request._tag) {
+      case "Fetch": {
+        const held = this.held.get(request.objectId)
+        if (held === undefined) {
+          throw new ObjectFreedError({
+            message: `object ${request.objectId} is not held by ${this.options.processId} (freed, or never produced here)`,
+            objectId: request.objectId,
+          })
+        }
+        const tensors = held.object.tensors
+        connection.send(
+          { _tag: "Data", reqId: request.reqId, tensors: tensors.map(tensorMeta) } satisfies AgentReply,
+          tensors.map((t) => t.contiguousBytes()),
+        )
+        return
+      }
+      case "Send": {
+        const held = this.held.get(request.objectId)
+        if (held === undefined) {
+          throw new ObjectFreedError({ message: `object ${request.objectId} is not held by ${this.options.processId}`, objectId: request.objectId })
+        }
+        if (!this.groups.has(request.group)) {
+          throw new MissingGroupError({ message: `${this.options.processId} is not in group "${request.group}"`, backend: request.transport })
+        }
+        const transport = this.transport(request.transport)
+        const label = `${request.transport} ${request.objectId} ${this.options.processId} -> ${request.to}`
+        await this.track(label, request.to, request.timeoutMs, (signal) =>
+          transport.send!({ object: held.object, group: request.group, toRank: request.toRank, signal }),
+        )
+        connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
+        return
+      }
+      case "GroupCreate": {
+        const { setup } = request
+        const transport = this.transport(setup.backend)
+        await transport.createGroup!({
+          ...setup,
+          allGather: (blob) =>
+            new Promise((resolve) => {
+              this.gathers.set(setup.name, resolve)
+              connection.send({ _tag: "Gather", reqId: request.reqId, group: setup.name, rank: setup.rank, blob } satisfies AgentReply)
+            }),
+        })
+        this.groups.set(setup.name, { setup, backend: setup.backend })
+        this.emitGroups()
+        connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
+        return
+      }
+      case "GroupDestroy": {
+        const group = this.groups.get(request.name)
+        this.groups.delete(request.name)
+        this.emitGroups()
+        if (group !== undefined) await this.transport(group.backend).destroyGroup?.(request.name)
+        connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
+        return
+      }
+      case "Gathered": {
+        const resolve = this.gathers.get(request.group)
+        this.gathers.delete(request.group)
+        resolve?.(request.blobs)
+        return
+      }
+      case "PeerDied": {
+        for (const pending of this.pending.values()) {
+          if (pending.peer === request.peer) {
+            pending.controller.abort(
+              new TransferError({ message: `${pending.label} failed: ${request.peer} died`, transport: pending.label.split(" ")[0] }),
+            )
+          }
+        }
+        return
+      }
+    }
+  }
+
+  private emitGroups(): void {
+    this.options.emit({
+      event: "groups",
+      groups: [...this.groups.values()].map((g) => ({ name: g.setup.name, backend: g.backend, rank: g.setup.rank, worldSize: g.setup.worldSize })),
+    })
+  }
+
+  private async close(): Promise<void> {
+    clearInterval(this.lifeline)
+    for (const pending of this.pending.values()) pending.controller.abort(new TransferError({ message: "agent closing", transport: pending.label }))
+    for (const connection of this.outgoing.values()) connection.then((c) => c.close()).catch(() => undefined)
+    for (const connection of this.accepted) connection.close()
+    await new Promise<void>((resolve) => this.server.close(() => resolve()))
+    for (const transport of this.transports.values()) await transport.close?.()
+    fs.rmSync(this.options.address, { force: true })
+  }
+}

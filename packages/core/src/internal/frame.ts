@@ -1,0 +1,190 @@
+/**
+ * Binary framing of the control plane: `[u32 headerLength][u32 bodyLow][u32 bodyHigh][header][body]`.
+ * The header is a v8-serialized message; the body carries raw tensor bytes, written from and read
+ * into tensor memory without JSON or base64.
+ */
+import type { Socket } from "node:net"
+import * as v8 from "node:v8"
+import { ProtocolError } from "../Errors.js"
+
+const PREFIX_BYTES = 12
+/** Headers are metadata only: anything larger is a hostile or corrupt peer. */
+export const MAX_HEADER_BYTES = 64 * 1024 * 1024
+/** A single frame body may not exceed this (the largest transfer is split per object, never beyond this). */
+export const MAX_BODY_BYTES = 2 ** 40
+
+export interface Frame {
+  readonly header: unknown
+  /** The body, when the receiver did not provide destinations for it. */
+  readonly body: Buffer | undefined
+}
+
+/**
+ * Called once a header is decoded: return the buffers the body must be read into (their lengths
+ * must add up to `bodyLength`), or undefined to receive the body as one Buffer.
+ */
+export type BodyDestinations = (header: unknown, bodyLength: number) => ReadonlyArray<Uint8Array> | undefined
+
+export const encodePrefix = (headerLength: number, bodyLength: number): Buffer => {
+  const prefix = Buffer.allocUnsafe(PREFIX_BYTES)
+  prefix.writeUInt32LE(headerLength, 0)
+  prefix.writeUInt32LE(bodyLength % 2 ** 32, 4)
+  prefix.writeUInt32LE(Math.floor(bodyLength / 2 ** 32), 8)
+  return prefix
+}
+
+/** Serializes a header and lists the chunks of one frame, body segments untouched. */
+export const encodeFrame = (header: unknown, body: ReadonlyArray<Uint8Array> = []): Array<Uint8Array> => {
+  const encoded = v8.serialize(header)
+  let bodyLength = 0
+  for (const segment of body) bodyLength += segment.byteLength
+  return [encodePrefix(encoded.byteLength, bodyLength), encoded, ...body]
+}
+
+/** Writes one frame; resolves when the socket accepted it (so that callers can apply backpressure). */
+export const writeFrame = (socket: Socket, header: unknown, body: ReadonlyArray<Uint8Array> = []): boolean => {
+  const chunks = encodeFrame(header, body)
+  socket.cork()
+  let flushed = true
+  for (const chunk of chunks) {
+    if (chunk.byteLength === 0) continue
+    // A Buffer view over the same memory (SharedArrayBuffer included): no copy of tensor bytes.
+    flushed = socket.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+  }
+  socket.uncork()
+  return flushed
+}
+
+const decodeHeader = (bytes: Buffer): unknown => {
+  try {
+    return v8.deserialize(bytes)
+  } catch (cause) {
+    throw new ProtocolError({ message: `undecodable frame header (${bytes.byteLength} bytes): ${String(cause)}` })
+  }
+}
+
+/** Incremental frame decoder; throws ProtocolError on malformed input (the connection must then be dropped). */
+export class FrameReader {
+  private pending: Array<Buffer> = []
+  private pendingBytes = 0
+  private headerLength = -1
+  private bodyLength = -1
+  private header: unknown = undefined
+  private destinations: ReadonlyArray<Uint8Array> | undefined
+  private destinationIndex = 0
+  private destinationOffset = 0
+  private bodyReceived = 0
+
+  constructor(
+    private readonly onFrame: (frame: Frame) => void,
+    private readonly bodyDestinations?: BodyDestinations,
+  ) {}
+
+  push(chunk: Buffer): void {
+    let data = chunk
+    while (data.byteLength > 0) {
+      if (this.destinations !== undefined) {
+        data = this.fillDestinations(data)
+        continue
+      }
+      this.pending.push(data)
+      this.pendingBytes += data.byteLength
+      data = this.parsePending()
+    }
+  }
+
+  private take(n: number): Buffer {
+    const all = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingBytes)
+    const taken = all.subarray(0, n)
+    const rest = all.subarray(n)
+    this.pending = rest.byteLength > 0 ? [rest] : []
+    this.pendingBytes = rest.byteLength
+    return taken
+  }
+
+  /** Consumes what it can from the pending bytes; returns bytes that belong to body destinations. */
+  private parsePending(): Buffer {
+    for (;;) {
+      if (this.headerLength < 0) {
+        if (this.pendingBytes < PREFIX_BYTES) return Buffer.alloc(0)
+        const prefix = this.take(PREFIX_BYTES)
+        const headerLength = prefix.readUInt32LE(0)
+        const bodyLength = prefix.readUInt32LE(4) + prefix.readUInt32LE(8) * 2 ** 32
+        if (headerLength === 0 || headerLength > MAX_HEADER_BYTES) {
+          throw new ProtocolError({ message: `frame header length ${headerLength} outside 1..${MAX_HEADER_BYTES}` })
+        }
+        if (bodyLength > MAX_BODY_BYTES) {
+          throw new ProtocolError({ message: `frame body length ${bodyLength} exceeds ${MAX_BODY_BYTES}` })
+        }
+        this.headerLength = headerLength
+        this.bodyLength = bodyLength
+      }
+      if (this.header === undefined) {
+        if (this.pendingBytes < this.headerLength) return Buffer.alloc(0)
+        this.header = decodeHeader(Buffer.from(this.take(this.headerLength)))
+        if (this.header === undefined || this.header === null) {
+          throw new ProtocolError({ message: "frame header decodes to nothing" })
+        }
+        const destinations = this.bodyLength > 0 ? this.bodyDestinations?.(this.header, this.bodyLength) : undefined
+        if (destinations !== undefined) {
+          let total = 0
+          for (const d of destinations) total += d.byteLength
+          if (total !== this.bodyLength) {
+            throw new ProtocolError({
+              message: `frame body of ${this.bodyLength} bytes does not match the ${total} bytes its header describes`,
+            })
+          }
+          this.destinations = destinations
+          this.destinationIndex = 0
+          this.destinationOffset = 0
+          this.bodyReceived = 0
+          this.skipEmptyDestinations()
+          if (this.destinationIndex >= destinations.length) {
+            this.finishFrame(undefined)
+            continue
+          }
+          return this.take(this.pendingBytes)
+        }
+      }
+      if (this.pendingBytes < this.bodyLength) return Buffer.alloc(0)
+      const body = this.bodyLength > 0 ? Buffer.from(this.take(this.bodyLength)) : undefined
+      this.finishFrame(body)
+    }
+  }
+
+  private skipEmptyDestinations(): void {
+    const destinations = this.destinations!
+    while (
+      this.destinationIndex < destinations.length &&
+      this.destinationOffset >= destinations[this.destinationIndex].byteLength
+    ) {
+      this.destinationIndex++
+      this.destinationOffset = 0
+    }
+  }
+
+  private fillDestinations(data: Buffer): Buffer {
+    const destinations = this.destinations!
+    let offset = 0
+    while (offset < data.byteLength && this.destinationIndex < destinations.length) {
+      const target = destinations[this.destinationIndex]
+      const n = Math.min(target.byteLength - this.destinationOffset, data.byteLength - offset)
+      target.set(data.subarray(offset, offset + n), this.destinationOffset)
+      this.destinationOffset += n
+      this.bodyReceived += n
+      offset += n
+      this.skipEmptyDestinations()
+    }
+    if (this.bodyReceived === this.bodyLength) this.finishFrame(undefined)
+    return data.subarray(offset)
+  }
+
+  private finishFrame(body: Buffer | undefined): void {
+    const header = this.header
+    this.headerLength = -1
+    this.bodyLength = -1
+    this.header = undefined
+    this.destinations = undefined
+    this.onFrame({ header, body })
+  }
+}

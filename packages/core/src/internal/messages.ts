@@ -1,0 +1,173 @@
+/**
+ * The messages of the control plane. Every header read from a socket is validated against these
+ * schemas before it is acted on: a peer can send anything.
+ */
+import { Schema } from "effect"
+import { ProtocolError } from "../Errors.js"
+
+const Bytes = Schema.Uint8Array
+const Id = Schema.String
+
+/** What travels about one tensor: enough to allocate and validate the receiving buffer. */
+export const TensorMeta = Schema.Struct({
+  dtype: Schema.String,
+  shape: Schema.Array(Schema.Number),
+  device: Schema.String,
+  nbytes: Schema.Number,
+})
+export type TensorMeta = typeof TensorMeta.Type
+
+/** A serialized error: name, message and the remote stack. */
+export const WireError = Schema.Struct({
+  tag: Schema.String,
+  name: Schema.String,
+  message: Schema.String,
+  stack: Schema.String,
+  fields: Schema.Record(Schema.String, Schema.Unknown),
+})
+export type WireError = typeof WireError.Type
+
+/** The owner's record of a ready object, as handed to whoever resolves it. */
+export const ObjectInfo = Schema.Struct({
+  objectId: Id,
+  producer: Id,
+  producerAddress: Schema.String,
+  transport: Schema.String,
+  skeleton: Bytes,
+  tensors: Schema.Array(TensorMeta),
+  /** Tensor bytes of small object-store values, concatenated in tensor order. */
+  inline: Schema.optional(Bytes),
+  /** Opaque transport metadata produced on the producer (e.g. registration descriptors). */
+  metadata: Schema.optional(Schema.Unknown),
+  refs: Schema.Array(Id),
+  /** Set by the owner for a two-sided transfer to one consumer: the group and the producer's rank in it. */
+  route: Schema.optional(Schema.Struct({ group: Schema.String, rank: Schema.Number })),
+})
+export type ObjectInfo = typeof ObjectInfo.Type
+
+export const TransferStat = Schema.Struct({
+  objectId: Id,
+  transport: Schema.String,
+  from: Id,
+  to: Id,
+  bytes: Schema.Number,
+  ms: Schema.Number,
+})
+export type TransferStat = typeof TransferStat.Type
+
+export const GroupSetup = Schema.Struct({
+  name: Schema.String,
+  backend: Schema.String,
+  rank: Schema.Number,
+  worldSize: Schema.Number,
+  members: Schema.Array(Id),
+  timeoutMs: Schema.Number,
+})
+export type GroupSetup = typeof GroupSetup.Type
+
+// Driver -> actor main thread.
+export const ToActor = Schema.Union([
+  Schema.TaggedStruct("Init", {
+    actorId: Id,
+    index: Schema.Number,
+    moduleUrl: Schema.String,
+    exportName: Schema.String,
+    transports: Schema.Array(Schema.String),
+    clusterDir: Schema.String,
+    maxConcurrency: Schema.Number,
+    transferTimeoutMs: Schema.Number,
+  }),
+  Schema.TaggedStruct("Call", {
+    callId: Schema.Number,
+    method: Schema.String,
+    returnId: Id,
+    transport: Schema.optional(Schema.String),
+    /** The arguments with refs and tensors replaced by placeholders. */
+    args: Bytes,
+    /** Tensors passed by value: their bytes are the frame's body, in this order. */
+    argTensors: Schema.Array(TensorMeta),
+    /** One entry per distinct ref among the arguments. */
+    refs: Schema.Array(ObjectInfo),
+  }),
+  Schema.TaggedStruct("Free", { objectIds: Schema.Array(Id) }),
+  Schema.TaggedStruct("Resolved", {
+    reqId: Schema.Number,
+    info: Schema.optional(ObjectInfo),
+    error: Schema.optional(WireError),
+  }),
+  Schema.TaggedStruct("PutAck", { reqId: Schema.Number, error: Schema.optional(WireError) }),
+  Schema.TaggedStruct("Inspect", { reqId: Schema.Number }),
+  Schema.TaggedStruct("Shutdown", {}),
+])
+export type ToActor = typeof ToActor.Type
+
+export const ActorInspection = Schema.Struct({
+  primary: Schema.Array(Id),
+  received: Schema.Array(Id),
+  pendingTransfers: Schema.Array(Schema.String),
+  registrations: Schema.Array(Schema.String),
+  groups: Schema.Array(Schema.String),
+})
+export type ActorInspection = typeof ActorInspection.Type
+
+// Actor main thread -> driver.
+export const FromActor = Schema.Union([
+  Schema.TaggedStruct("Ready", { agentAddress: Schema.String, pid: Schema.Number }),
+  Schema.TaggedStruct("InitFailed", { error: WireError }),
+  Schema.TaggedStruct("Result", {
+    callId: Schema.Number,
+    info: Schema.optional(ObjectInfo),
+    error: Schema.optional(WireError),
+    transfers: Schema.Array(TransferStat),
+  }),
+  Schema.TaggedStruct("Put", { reqId: Schema.Number, info: ObjectInfo }),
+  Schema.TaggedStruct("Resolve", { reqId: Schema.Number, objectId: Id, timeoutMs: Schema.optional(Schema.Number) }),
+  Schema.TaggedStruct("AddRefs", { objectIds: Schema.Array(Id) }),
+  Schema.TaggedStruct("DropRefs", { objectIds: Schema.Array(Id) }),
+  Schema.TaggedStruct("Inspection", { reqId: Schema.Number, inspection: ActorInspection }),
+])
+export type FromActor = typeof FromActor.Type
+
+// Between agents (and from the driver to agents): requests carry a reqId, answers echo it.
+export const AgentRequest = Schema.Union([
+  Schema.TaggedStruct("Fetch", { reqId: Schema.Number, objectId: Id }),
+  Schema.TaggedStruct("Send", {
+    reqId: Schema.Number,
+    objectId: Id,
+    transport: Schema.String,
+    group: Schema.String,
+    to: Id,
+    toRank: Schema.Number,
+    timeoutMs: Schema.Number,
+  }),
+  Schema.TaggedStruct("GroupCreate", { reqId: Schema.Number, setup: GroupSetup }),
+  Schema.TaggedStruct("GroupDestroy", { reqId: Schema.Number, name: Schema.String, backend: Schema.String }),
+  Schema.TaggedStruct("Gathered", { reqId: Schema.Number, group: Schema.String, blobs: Schema.Array(Bytes) }),
+  Schema.TaggedStruct("PeerDied", { reqId: Schema.Number, peer: Id }),
+])
+export type AgentRequest = typeof AgentRequest.Type
+
+export const AgentReply = Schema.Union([
+  Schema.TaggedStruct("Data", { reqId: Schema.Number, tensors: Schema.Array(TensorMeta) }),
+  Schema.TaggedStruct("Done", { reqId: Schema.Number }),
+  Schema.TaggedStruct("Failed", { reqId: Schema.Number, error: WireError }),
+  Schema.TaggedStruct("Gather", { reqId: Schema.Number, group: Schema.String, rank: Schema.Number, blob: Bytes }),
+])
+export type AgentReply = typeof AgentReply.Type
+
+const decoder = <S extends Schema.Top>(schema: S, what: string) => {
+  const decode = Schema.decodeUnknownSync(schema as any)
+  return (input: unknown): S["Type"] => {
+    try {
+      return decode(input) as S["Type"]
+    } catch (cause) {
+      throw new ProtocolError({ message: `malformed ${what}: ${String(cause instanceof Error ? cause.message : cause)}` })
+    }
+  }
+}
+
+export const decodeToActor = decoder(ToActor, "message to an actor")
+export const decodeFromActor = decoder(FromActor, "message from an actor")
+export const decodeAgentRequest = decoder(AgentRequest, "agent request")
+export const decodeAgentReply = decoder(AgentReply, "agent reply")
+export const decodeObjectInfo = decoder(ObjectInfo, "object info")

@@ -1,0 +1,198 @@
+/**
+ * What every process of a cluster does with objects, driver and actors alike: turn a value into a
+ * stored object (producing), and turn an owner's ObjectInfo back into a value (consuming).
+ */
+import { Effect } from "effect"
+import { currentAllocator } from "../Allocator.js"
+import { DeviceError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
+import type { ObjectRef } from "../ObjectRef.js"
+import { Tensor } from "../Tensor.js"
+import type { TensorStore } from "../TensorStore.js"
+import type { TensorTransport } from "../Transport.js"
+import { recordTransfer } from "../Metrics.js"
+import type { AgentClient } from "./agentClient.js"
+import type { ObjectInfo, TensorMeta, TransferStat } from "./messages.js"
+import { checkReceived, tensorMeta, validateMeta } from "./tensorMeta.js"
+import { objectStoreName, unknownTransport } from "./transportRegistry.js"
+import { decodeValue, encodeValue } from "./valueCodec.js"
+import { toWireTensor } from "./wireTensor.js"
+import { parseDevice } from "../Device.js"
+
+/** Object-store values up to this many tensor bytes travel inside the owner's messages. */
+export const INLINE_LIMIT = 64 * 1024
+
+export interface ResolveOptions {
+  readonly useObjectStore?: boolean
+  /** Tensors to receive into, in the value's tensor order (depth first, insertion order). */
+  readonly target?: ReadonlyArray<Tensor>
+  readonly timeoutMs: number
+}
+
+export interface Resolved {
+  readonly value: unknown
+  /** Set when the tensors were copies received here (to be dropped from the store when no longer used). */
+  readonly received: boolean
+  readonly tensors: ReadonlyArray<Tensor>
+  readonly stat: TransferStat | undefined
+}
+
+export class ProcessRuntime {
+  private nextObject = 1
+
+  constructor(
+    readonly processId: string,
+    readonly agent: AgentClient,
+    readonly store: TensorStore,
+    readonly transports: ReadonlyMap<string, TensorTransport>,
+    /** Builds a ref handle of this process for an object id found inside a value. */
+    readonly makeRef: (objectId: string) => ObjectRef<unknown>,
+  ) {}
+
+  transport(name: string): TensorTransport {
+    const transport = this.transports.get(name)
+    if (transport === undefined) throw unknownTransport(name, this.transports.keys())
+    return transport
+  }
+
+  newObjectId(): string {
+    return `${this.processId}.${this.nextObject++}`
+  }
+
+  /**
+   * Stores a value produced here under `objectId` and describes it for the owner. The store keeps the
+   * very tensors (objects are mutable and shared by reference, whatever the transport); small
+   * object-store values travel inline instead, as a copy taken now.
+   */
+  async produce(objectId: string, value: unknown, transportName: string): Promise<ObjectInfo> {
+    const transport = this.transport(transportName)
+    const { skeleton, tensors, refs } = encodeValue(value)
+    for (const t of tensors) {
+      const kind = t.device === "cpu" ? "cpu" : "cuda"
+      if (!transport.capabilities.devices.includes(kind)) {
+        throw new DeviceError({
+          message: `a tensor on ${t.device} cannot travel over "${transport.name}", which moves ${transport.capabilities.devices.join(", ")} memory`,
+          device: t.device,
+          transport: transport.name,
+        })
+      }
+    }
+    const base = {
+      objectId,
+      producer: this.processId,
+      producerAddress: this.agent.address,
+      transport: transportName,
+      skeleton,
+      tensors: tensors.map(tensorMeta),
+      refs: refs.map((r) => r.id),
+    }
+    if (tensors.length === 0) return base
+    if (transportName === objectStoreName) {
+      const total = tensors.reduce((n, t) => n + t.nbytes, 0)
+      if (total <= INLINE_LIMIT) return { ...base, inline: concatBytes(tensors, total) }
+    }
+    const metadata = await this.hold(objectId, transportName, value, tensors)
+    return metadata === undefined ? base : { ...base, metadata }
+  }
+
+  private async hold(objectId: string, transport: string, value: unknown, tensors: ReadonlyArray<Tensor>): Promise<unknown> {
+    this.store.addPrimary({ objectId, transport, value, tensors })
+    try {
+      return await this.agent.command({ op: "register", objectId, transport, tensors: tensors.map(toWireTensor) })
+    } catch (error) {
+      this.store.freePrimary(objectId)
+      throw error
+    }
+  }
+
+  /** Frees primary copies the owner no longer needs, and what their transports registered. */
+  async free(objectIds: ReadonlyArray<string>): Promise<void> {
+    const held = objectIds.filter((id) => this.store.freePrimary(id) !== undefined)
+    if (held.length > 0) await this.agent.command({ op: "release", objectIds: held })
+  }
+
+  /** Turns an owner's ObjectInfo into a value here: the same tensors, inline bytes, or a transfer. */
+  async resolve(info: ObjectInfo, options: ResolveOptions): Promise<Resolved> {
+    const metas = info.tensors.map(validateMeta)
+    const build = (tensors: ReadonlyArray<Tensor>) =>
+      decodeValue(info.skeleton, { tensor: (i) => tensors[i] ?? missingTensor(i, tensors.length), ref: this.makeRef })
+    if (info.producer === this.processId) {
+      const stored = this.store.getPrimary(info.objectId)
+      if (stored !== undefined && options.target === undefined) {
+        return { value: stored.value, received: false, tensors: stored.tensors, stat: undefined }
+      }
+    }
+    if (options.target !== undefined) checkReceived(metas, options.target)
+    if (info.inline !== undefined) {
+      const into = options.target ?? allocate(metas)
+      let offset = 0
+      for (const t of into) {
+        if (offset + t.nbytes > info.inline.byteLength) missingTensor(into.indexOf(t), metas.length)
+        t.storage.bytes.set(info.inline.subarray(offset, offset + t.nbytes), t.byteOffset)
+        offset += t.nbytes
+      }
+      return { value: build(into), received: true, tensors: into, stat: undefined }
+    }
+    if (metas.length === 0) return { value: build([]), received: false, tensors: [], stat: undefined }
+    const transport = this.transport(info.transport)
+    const via = options.useObjectStore ? objectStoreName : info.transport
+    if (!options.useObjectStore && !transport.capabilities.oneSided && info.route === undefined) {
+      throw new UnsupportedOperationError({
+        message: `get of an object on the two-sided transport "${info.transport}" needs { useObjectStore: true } (a copy through the control plane): only members of its collective group can receive it over ${info.transport}`,
+      })
+    }
+    if (options.target !== undefined && !this.transport(via).capabilities.receiveIntoBuffers) {
+      throw new UnsupportedOperationError({ message: `transport "${via}" cannot receive into target buffers` })
+    }
+    const into = options.target ?? allocate(metas)
+    const started = performance.now()
+    await Effect.runPromise(
+      Effect.tryPromise({
+        try: () =>
+          this.agent.command({
+            op: "receive",
+            info,
+            via,
+            into: into.map(toWireTensor),
+            consumer: this.processId,
+            timeoutMs: options.timeoutMs,
+          }),
+        catch: (error) => error as Error,
+      }).pipe(
+        Effect.withSpan("tensorlane.transfer", {
+          attributes: { transport: via, from: info.producer, to: this.processId, objectId: info.objectId },
+        }),
+      ),
+    )
+    const stat: TransferStat = {
+      objectId: info.objectId,
+      transport: via,
+      from: info.producer,
+      to: this.processId,
+      bytes: metas.reduce((n, m) => n + m.nbytes, 0),
+      ms: performance.now() - started,
+    }
+    recordTransfer(stat)
+    return { value: build(into), received: true, tensors: into, stat }
+  }
+}
+
+const allocate = (metas: ReadonlyArray<TensorMeta>): Array<Tensor> =>
+  metas.map((m) => {
+    const device = parseDevice(m.device)
+    const storage = currentAllocator(device).allocate(m.nbytes)
+    return Tensor.fromStorage(storage, { dtype: m.dtype as Tensor["dtype"], shape: m.shape })
+  })
+
+const concatBytes = (tensors: ReadonlyArray<Tensor>, total: number): Uint8Array => {
+  const out = new Uint8Array(total)
+  let offset = 0
+  for (const t of tensors) {
+    out.set(t.contiguousBytes(), offset)
+    offset += t.nbytes
+  }
+  return out
+}
+
+const missingTensor = (index: number, count: number): never => {
+  throw new ProtocolError({ message: `a value refers to tensor ${index} but its object has ${count}` })
+}

@@ -1,0 +1,57 @@
+/** Tensor metadata on the wire, and the checks every received tensor passes. */
+import { DTypes, isDType } from "../DType.js"
+import { ProtocolError, ShapeError } from "../Errors.js"
+import type { Tensor } from "../Tensor.js"
+import type { TensorMeta } from "./messages.js"
+
+export const tensorMeta = (tensor: Tensor): TensorMeta => ({
+  dtype: tensor.dtype,
+  shape: tensor.shape,
+  device: tensor.device,
+  nbytes: tensor.nbytes,
+})
+
+/** Rejects metadata that a hostile or broken peer could use to make us allocate or read out of bounds. */
+export const validateMeta = (meta: TensorMeta): TensorMeta => {
+  if (!isDType(meta.dtype)) throw new ProtocolError({ message: `unknown dtype "${meta.dtype}" in tensor metadata` })
+  let numel = 1
+  for (const d of meta.shape) {
+    if (!Number.isSafeInteger(d) || d < 0) throw new ProtocolError({ message: `invalid dimension ${d} in tensor metadata` })
+    numel *= d
+    if (!Number.isSafeInteger(numel)) throw new ProtocolError({ message: "tensor metadata describes more elements than can be addressed" })
+  }
+  if (meta.nbytes !== numel * DTypes[meta.dtype].itemSize) {
+    throw new ProtocolError({
+      message: `tensor metadata says ${meta.nbytes} bytes for ${meta.dtype}[${meta.shape.join(", ")}] (${numel * DTypes[meta.dtype].itemSize} expected)`,
+    })
+  }
+  if (meta.device !== "cpu" && !/^cuda:\d+$/.test(meta.device)) {
+    throw new ProtocolError({ message: `unknown device "${meta.device}" in tensor metadata` })
+  }
+  return meta
+}
+
+const describe = (m: TensorMeta): string => `${m.dtype}[${m.shape.join(", ")}] on ${m.device}`
+
+/** Why `got` is not the list of tensors `expected` describes, or undefined when it is. */
+export const metaMismatch = (expected: ReadonlyArray<TensorMeta>, got: ReadonlyArray<TensorMeta>): string | undefined => {
+  if (expected.length !== got.length) return `expected ${expected.length} tensors, got ${got.length}`
+  for (let i = 0; i < expected.length; i++) {
+    const e = expected[i]
+    const g = got[i]
+    const same =
+      e.dtype === g.dtype &&
+      e.nbytes === g.nbytes &&
+      e.device === g.device &&
+      e.shape.length === g.shape.length &&
+      e.shape.every((d, j) => d === g.shape[j])
+    if (!same) return `tensor ${i}: expected ${describe(e)}, got ${describe(g)}`
+  }
+  return undefined
+}
+
+/** Destination tensors (received, or given as `target`) must be exactly what the object describes. */
+export const checkReceived = (expected: ReadonlyArray<TensorMeta>, into: ReadonlyArray<Tensor>): void => {
+  const mismatch = metaMismatch(expected, into.map(tensorMeta))
+  if (mismatch !== undefined) throw new ShapeError({ message: mismatch })
+}

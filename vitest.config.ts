@@ -1,0 +1,27 @@
+import { defineConfig } from "vitest/config"
+
+// One project per package plus the multi-process scenarios under test/.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: "core",
+          root: "packages/core",
+          include: ["test/**/*.test.ts"],
+          testTimeout: 30_000,
+        },
+      },
+      {
+        test: {
+          name: "integration",
+          root: "test",
+          include: ["**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+})
