@@ -3,6 +3,7 @@ import { defineConfig } from "vitest/config"
 // One project per package plus the multi-process scenarios under test/.
 export default defineConfig({
   test: {
+    reporters: ["default", "./tools/summaryReporter.ts"],
     projects: [
       {
         test: {

@@ -6,6 +6,7 @@ import { AsyncLocalStorage } from "node:async_hooks"
 import { NotInActorError } from "./Errors.js"
 import type { ObjectRef } from "./ObjectRef.js"
 import type { Tensor } from "./Tensor.js"
+import type { ReduceOp } from "./Transport.js"
 
 export interface PutOptions {
   /** A one-sided transport (or "object-store", the default) that consumers read the value with. */
@@ -31,6 +32,10 @@ export interface GroupMember {
   readonly backend: string
   readonly rank: number
   readonly worldSize: number
+  /** In place on every member's tensors; every member calls it with tensors of the same shapes and dtypes. */
+  readonly allreduce: (tensors: ReadonlyArray<Tensor>, options?: { readonly op?: ReduceOp; readonly timeoutMs?: number }) => Promise<void>
+  /** In place: the root's tensors overwrite every other member's. */
+  readonly broadcast: (tensors: ReadonlyArray<Tensor>, options: { readonly root: number; readonly timeoutMs?: number }) => Promise<void>
 }
 
 export interface ActorContext {

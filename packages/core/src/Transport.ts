@@ -79,6 +79,15 @@ export interface GroupSetup {
   readonly allGather: (blob: Uint8Array) => Promise<ReadonlyArray<Uint8Array>>
 }
 
+/** A collective operation inside a group, in place on every member's tensors. */
+export interface CollectiveRequest {
+  readonly group: string
+  readonly tensors: ReadonlyArray<Tensor>
+  readonly signal: AbortSignal
+}
+
+export type ReduceOp = "sum" | "product" | "min" | "max"
+
 /** What a transport reports for `cluster.inspect()`. */
 export interface TransportInspection {
   readonly registrations: ReadonlyArray<string>
@@ -98,6 +107,10 @@ export interface TensorTransport {
   readonly send?: (request: SendRequest) => Promise<void>
   /** Two-sided transports: the consumer receives every tensor of the object into `into`. */
   readonly receive?: (request: ReceiveRequest) => Promise<void>
+  /** Group transports: in-place allreduce of every member's tensors (same shapes and dtypes on all ranks). */
+  readonly allreduce?: (request: CollectiveRequest & { readonly op: ReduceOp }) => Promise<void>
+  /** Group transports: in-place broadcast of the root's tensors to every member. */
+  readonly broadcast?: (request: CollectiveRequest & { readonly root: number }) => Promise<void>
   readonly createGroup?: (setup: GroupSetup) => Promise<void>
   readonly destroyGroup?: (name: string) => Promise<void>
   readonly inspect?: () => TransportInspection

@@ -14,6 +14,7 @@ export {
   type ActorSpec,
   type CallOptions,
   type InitContext,
+  type MarkedMethod,
   type MethodOptions,
   type Refable,
 } from "./Actor.js"

@@ -7,11 +7,14 @@ import { join } from "node:path"
 import { type ActorDefinition, isActorDefinition, methodOf } from "../Actor.js"
 import { currentAllocator } from "../Allocator.js"
 import { MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
-import { type ActorContext, type GroupMember, actorContext } from "../InActor.js"
+import { type ActorContext, actorContext } from "../InActor.js"
 import { ObjectRef, type RefTracker } from "../ObjectRef.js"
 import { Tensor } from "../Tensor.js"
 import { TensorStore } from "../TensorStore.js"
+import type { ReduceOp } from "../Transport.js"
+import type { AgentEvent } from "./agent.js"
 import { AgentClient } from "./agentClient.js"
+import { toWireTensor } from "./wireTensor.js"
 import { Connection } from "./connection.js"
 import type { Frame } from "./frame.js"
 import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decodeToActor } from "./messages.js"
@@ -73,6 +76,12 @@ class Borrows implements RefTracker {
     this.counts.set(objectId, n + 1)
     if (n === 0 && !this.adopted.delete(objectId)) send({ _tag: "AddRefs", objectIds: [objectId] })
   }
+  /**
+   * Drops wait until no call is running: a method may release a ref it put and still return it, and
+   * the owner must see the result that names the object before the drop.
+   */
+  private readonly drops: Array<string> = []
+  constructor(private readonly idle: () => boolean) {}
   release = (objectId: string): void => {
     const n = (this.counts.get(objectId) ?? 0) - 1
     if (n > 0) {
@@ -80,7 +89,11 @@ class Borrows implements RefTracker {
       return
     }
     this.counts.delete(objectId)
-    send({ _tag: "DropRefs", objectIds: [objectId] })
+    this.drops.push(objectId)
+    if (this.drops.length === 1) setImmediate(() => this.idle() && this.flush())
+  }
+  flush = (): void => {
+    if (this.drops.length > 0) send({ _tag: "DropRefs", objectIds: this.drops.splice(0) })
   }
 }
 
@@ -90,7 +103,7 @@ class Actor {
   private nextReq = 1
   private readonly resolving = new Map<number, { resolve: (info: ObjectInfo) => void; reject: (e: Error) => void }>()
   private readonly acks = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
-  private groups: ReadonlyArray<GroupMember> = []
+  private groups: AgentEvent["groups"] = []
 
   private constructor(
     private readonly init: Init,
@@ -106,8 +119,8 @@ class Actor {
     if (!isActorDefinition(definition)) {
       throw new TypeError(`${init.moduleUrl} has no actor definition exported as "${init.exportName}"`)
     }
-    const borrows = new Borrows()
-    let actor: Actor | undefined
+    let self: Actor | undefined
+    const borrows = new Borrows(() => self?.idle ?? true)
     const agent = await AgentClient.start(
       {
         processId: init.actorId,
@@ -116,7 +129,7 @@ class Actor {
         parentPid: process.ppid,
       },
       (event) => {
-        if (actor !== undefined) actor.groups = event.groups
+        if (self !== undefined) self.groups = event.groups
       },
     )
     const transports = await loadTransports(init.transports, {
@@ -124,8 +137,8 @@ class Actor {
     })
     const runtime = new ProcessRuntime(init.actorId, agent, new TensorStore(), transports, (id) => new ObjectRef(id, borrows))
     const state = await definition.spec.init({ index: init.index, actorId: init.actorId })
-    actor = new Actor(init, definition, runtime, borrows, state)
-    return actor
+    self = new Actor(init, definition, runtime, borrows, state)
+    return self
   }
 
   handle(message: Exclude<ToActor, Init>, body: Buffer | undefined): void {
@@ -168,6 +181,10 @@ class Actor {
     }
   }
 
+  get idle(): boolean {
+    return this.running === 0
+  }
+
   private pump(): void {
     const limit = Math.max(1, this.init.maxConcurrency)
     while (this.running < limit && this.queue.length > 0) {
@@ -175,6 +192,7 @@ class Actor {
       this.running++
       this.run(call, body).finally(() => {
         this.running--
+        if (this.running === 0) this.borrows.flush()
         this.pump()
       })
     }
@@ -267,7 +285,21 @@ class Actor {
         if (member === undefined) {
           throw new MissingGroupError({ message: `${this.init.actorId} is in no group named "${name}"`, backend: "" })
         }
-        return member
+        const collective = (kind: "allreduce" | "broadcast", tensors: ReadonlyArray<Tensor>, reduce: ReduceOp, root: number, timeoutMs?: number) =>
+          this.runtime.agent.command<void>({
+            op: "collective",
+            kind,
+            group: name,
+            tensors: tensors.map(toWireTensor),
+            reduce,
+            root,
+            timeoutMs: timeoutMs ?? this.init.transferTimeoutMs,
+          })
+        return {
+          ...member,
+          allreduce: (tensors, options) => collective("allreduce", tensors, options?.op ?? "sum", 0, options?.timeoutMs),
+          broadcast: (tensors, options) => collective("broadcast", tensors, "sum", options.root, options.timeoutMs),
+        }
       },
     }
   }

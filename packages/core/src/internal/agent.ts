@@ -6,9 +6,9 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
-import { MissingGroupError, ObjectFreedError, ProtocolError, TimeoutError, TransferError } from "../Errors.js"
+import { MissingGroupError, ObjectFreedError, ProtocolError, TimeoutError, TransferError, UnsupportedOperationError } from "../Errors.js"
 import type { Tensor } from "../Tensor.js"
-import type { GroupSetup, TensorTransport, TransportObject } from "../Transport.js"
+import type { GroupSetup, ReduceOp, TensorTransport, TransportObject } from "../Transport.js"
 import { Connection, connect } from "./connection.js"
 import type { Frame } from "./frame.js"
 import {
@@ -34,6 +34,15 @@ export type AgentCommand =
       readonly via: string
       readonly into: ReadonlyArray<WireTensor>
       readonly consumer: string
+      readonly timeoutMs: number
+    }
+  | {
+      readonly op: "collective"
+      readonly kind: "allreduce" | "broadcast"
+      readonly group: string
+      readonly tensors: ReadonlyArray<WireTensor>
+      readonly reduce: ReduceOp
+      readonly root: number
       readonly timeoutMs: number
     }
   | { readonly op: "inspect" }
@@ -68,6 +77,25 @@ interface OutgoingRequest {
   readonly reject: (error: Error) => void
 }
 
+/**
+ * Whether the process that started this one is still its parent. `process.ppid` is fixed at start in
+ * worker threads, so Linux's /proc tells; elsewhere, whether that pid still exists.
+ */
+const parentAlive = (parentPid: number): boolean => {
+  try {
+    const stat = fs.readFileSync("/proc/self/stat", "utf8")
+    // The command name (field 2) may contain spaces and parentheses: fields after the last ")" are fixed.
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parentPid
+  } catch {
+    try {
+      process.kill(parentPid, 0)
+      return true
+    } catch {
+      return false
+    }
+  }
+}
+
 export class Agent {
   private transports = new Map<string, TensorTransport>()
   private readonly held = new Map<string, Held>()
@@ -96,7 +124,7 @@ export class Agent {
     if (parentPid !== undefined) {
       // A SIGKILLed driver closes no socket we could wait on while the main thread is busy: poll.
       this.lifeline = setInterval(() => {
-        if (process.ppid !== parentPid) process.kill(process.pid, "SIGKILL")
+        if (!parentAlive(parentPid)) process.kill(process.pid, "SIGKILL")
       }, 250)
       this.lifeline.unref()
     }
@@ -129,6 +157,8 @@ export class Agent {
       }
       case "receive":
         return this.receive(command)
+      case "collective":
+        return this.collective(command)
       case "inspect":
         return {
           pendingTransfers: [...this.pending.values()].map((p) => p.label),
@@ -188,6 +218,25 @@ export class Agent {
       }
       checkReceived(info.tensors, into)
     })
+  }
+
+  private collective(command: Extract<AgentCommand, { op: "collective" }>): Promise<void> {
+    const group = this.groups.get(command.group)
+    if (group === undefined) {
+      return Promise.reject(new MissingGroupError({ message: `${this.options.processId} is in no group named "${command.group}"`, backend: "" }))
+    }
+    const transport = this.transport(group.backend)
+    const run = command.kind === "allreduce" ? transport.allreduce : transport.broadcast
+    if (run === undefined) {
+      return Promise.reject(new UnsupportedOperationError({ message: `transport "${group.backend}" has no ${command.kind}` }))
+    }
+    const tensors = command.tensors.map(fromWireTensor)
+    const label = `${group.backend} ${command.kind} in ${command.group}`
+    return this.track(label, "", command.timeoutMs, (signal) =>
+      command.kind === "allreduce"
+        ? transport.allreduce!({ group: command.group, tensors, op: command.reduce, signal })
+        : transport.broadcast!({ group: command.group, tensors, root: command.root, signal }),
+    )
   }
 
   /** Reads an object from another agent over the control plane: the object-store path. */

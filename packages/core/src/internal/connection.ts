@@ -1,6 +1,6 @@
 /**
- * A framed, message-oriented connection over a Unix socket, with request/reply correlation for the
- * agent protocol.
+ * A framed, message-oriented connection over a Unix socket. Sockets this module creates read frame
+ * bodies straight into their destination (tensor memory) without an intermediate copy.
  */
 import * as net from "node:net"
 import { ProtocolError, TransferError } from "../Errors.js"
@@ -12,27 +12,66 @@ export interface ConnectionHandlers {
   readonly bodyDestinations?: BodyDestinations
 }
 
+const SCRATCH_BYTES = 64 * 1024
+
+/** The `onread` option of a socket that lands body bytes in the reader's destination. */
+const directReads = (reader: () => FrameReader, onError: (error: Error) => void): net.OnReadOpts => {
+  const scratch = Buffer.alloc(SCRATCH_BYTES)
+  let direct = false
+  return {
+    buffer: () => {
+      const target = reader().directTarget()
+      direct = target !== undefined
+      return target ?? scratch
+    },
+    callback: (n) => {
+      try {
+        if (direct) reader().advanceDirect(n)
+        // The scratch buffer is reused by the next read: the reader keeps a copy.
+        else reader().push(Buffer.from(scratch.subarray(0, n)))
+      } catch (error) {
+        onError(error as Error)
+      }
+      return true
+    },
+  }
+}
+
 export class Connection {
   private closed = false
-  private closeError: Error | undefined
+  private readonly reader: FrameReader
 
   constructor(
     readonly socket: net.Socket,
     private readonly handlers: ConnectionHandlers,
+    reader?: FrameReader,
   ) {
-    const reader = new FrameReader((frame) => handlers.onFrame(frame, this), handlers.bodyDestinations)
-    socket.setNoDelay?.(true)
-    socket.on("data", (chunk: Buffer) => {
-      if (this.closed) return
-      try {
-        reader.push(chunk)
-      } catch (error) {
-        // A peer that breaks the framing cannot be resynchronised: drop it.
-        this.close(error instanceof ProtocolError ? error : new ProtocolError({ message: String(error) }))
-      }
-    })
+    this.reader = reader ?? new FrameReader((frame) => handlers.onFrame(frame, this), handlers.bodyDestinations)
+    if (reader === undefined) {
+      socket.on("data", (chunk: Buffer) => {
+        try {
+          this.reader.push(chunk)
+        } catch (error) {
+          this.fail(error)
+        }
+      })
+    }
     socket.on("error", (error) => this.close(error))
     socket.on("close", () => this.close(undefined))
+  }
+
+  /** Wraps a socket that reads straight into frame destinations; `open` creates it with the given read options. */
+  static direct(open: (onread: net.OnReadOpts) => net.Socket, handlers: ConnectionHandlers): Connection {
+    let connection: Connection | undefined
+    const reader = new FrameReader((frame) => handlers.onFrame(frame, connection!), handlers.bodyDestinations)
+    const socket = open(directReads(() => reader, (error) => connection?.fail(error)))
+    connection = new Connection(socket, handlers, reader)
+    return connection
+  }
+
+  /** A peer that breaks the framing cannot be resynchronised: drop it. */
+  private fail(error: unknown): void {
+    this.close(error instanceof ProtocolError ? error : new ProtocolError({ message: String(error) }))
   }
 
   get isClosed(): boolean {
@@ -47,24 +86,19 @@ export class Connection {
   close(error?: Error): void {
     if (this.closed) return
     this.closed = true
-    this.closeError = error
     this.socket.destroy()
     this.handlers.onClose?.(error, this)
-  }
-
-  get error(): Error | undefined {
-    return this.closeError
   }
 }
 
 export const connect = (address: string, handlers: ConnectionHandlers): Promise<Connection> =>
   new Promise((resolve, reject) => {
-    const socket = net.createConnection(address)
+    const connection = Connection.direct((onread) => net.createConnection({ path: address, onread }), handlers)
     const onError = (error: Error) =>
       reject(new TransferError({ message: `cannot reach ${address}: ${error.message}`, transport: "control" }))
-    socket.once("error", onError)
-    socket.once("connect", () => {
-      socket.off("error", onError)
-      resolve(new Connection(socket, handlers))
+    connection.socket.once("error", onError)
+    connection.socket.once("connect", () => {
+      connection.socket.off("error", onError)
+      resolve(connection)
     })
   })

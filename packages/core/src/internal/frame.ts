@@ -152,6 +152,20 @@ export class FrameReader {
     }
   }
 
+  /** The unfilled part of the current body destination: a socket may read the next bytes straight into it. */
+  directTarget(): Uint8Array | undefined {
+    if (this.destinations === undefined) return undefined
+    return this.destinations[this.destinationIndex].subarray(this.destinationOffset)
+  }
+
+  /** `n` bytes were read straight into `directTarget()`. */
+  advanceDirect(n: number): void {
+    this.destinationOffset += n
+    this.bodyReceived += n
+    this.skipEmptyDestinations()
+    if (this.bodyReceived === this.bodyLength) this.finishFrame(undefined)
+  }
+
   private skipEmptyDestinations(): void {
     const destinations = this.destinations!
     while (

@@ -61,7 +61,7 @@ export class ProcessRuntime {
   /**
    * Stores a value produced here under `objectId` and describes it for the owner. The store keeps the
    * very tensors (objects are mutable and shared by reference, whatever the transport); small
-   * object-store values travel inline instead, as a copy taken now.
+   * object-store values also travel inline, as a copy taken now, for other consumers.
    */
   async produce(objectId: string, value: unknown, transportName: string): Promise<ObjectInfo> {
     const transport = this.transport(transportName)
@@ -88,7 +88,11 @@ export class ProcessRuntime {
     if (tensors.length === 0) return base
     if (transportName === objectStoreName) {
       const total = tensors.reduce((n, t) => n + t.nbytes, 0)
-      if (total <= INLINE_LIMIT) return { ...base, inline: concatBytes(tensors, total) }
+      if (total <= INLINE_LIMIT) {
+        // Kept as well: a ref passed back to this process must hand over these very tensors.
+        this.store.addPrimary({ objectId, transport: transportName, value, tensors })
+        return { ...base, inline: concatBytes(tensors, total) }
+      }
     }
     const metadata = await this.hold(objectId, transportName, value, tensors)
     return metadata === undefined ? base : { ...base, metadata }

@@ -1,0 +1,186 @@
+/**
+ * Robustness of the wire protocol against a fixed corpus of malformed input: framing, headers,
+ * message schemas, tensor metadata and value skeletons. Everything a peer can send must either decode
+ * or throw ProtocolError; nothing may throw anything else, hang or allocate what a header merely claims.
+ */
+import * as v8 from "node:v8"
+import { describe, expect, it } from "vitest"
+import { ProtocolError } from "../src/Errors.js"
+import { type Frame, FrameReader, MAX_HEADER_BYTES, encodeFrame, encodePrefix } from "../src/internal/frame.js"
+import { decodeAgentReply, decodeAgentRequest, decodeFromActor, decodeObjectInfo, decodeToActor } from "../src/internal/messages.js"
+import { validateMeta } from "../src/internal/tensorMeta.js"
+import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
+import { Tensor } from "../src/Tensor.js"
+
+const concat = (chunks: ReadonlyArray<Uint8Array>): Buffer => Buffer.concat(chunks.map((c) => Buffer.from(c)))
+
+/** Feeds bytes to a fresh reader (in one chunk or byte by byte); returns the frames or the error thrown. */
+const read = (bytes: Buffer, byteByByte = false): { frames: Array<Frame>; error: unknown } => {
+  const frames: Array<Frame> = []
+  const reader = new FrameReader((frame) => frames.push(frame))
+  try {
+    if (byteByByte) for (let i = 0; i < bytes.byteLength; i++) reader.push(bytes.subarray(i, i + 1))
+    else reader.push(bytes)
+    return { frames, error: undefined }
+  } catch (error) {
+    return { frames, error }
+  }
+}
+
+const header = (bytes: Uint8Array, bodyLength = 0): Buffer => concat([encodePrefix(bytes.byteLength, bodyLength), bytes])
+
+const fetch = { _tag: "Fetch", reqId: 1, objectId: "Worker-0.1" }
+const valid = concat(encodeFrame(fetch, [new Uint8Array([1, 2, 3])]))
+
+describe("FrameReader", () => {
+  it("decodes a valid frame in one chunk and byte by byte (the corpus below is judged by the same reader)", () => {
+    for (const byteByByte of [false, true]) {
+      const { frames, error } = read(concat([valid, valid]), byteByByte)
+      expect(error).toBeUndefined()
+      expect(frames.map((f) => f.header)).toEqual([fetch, fetch])
+      expect([...frames[1].body!]).toEqual([1, 2, 3])
+    }
+  })
+
+  const malformed: Array<[string, Buffer]> = [
+    ["zero header length", concat([encodePrefix(0, 0), Buffer.from([1])])],
+    ["header length beyond the limit", encodePrefix(MAX_HEADER_BYTES + 1, 0)],
+    ["header length 2^32 - 1", encodePrefix(2 ** 32 - 1, 0)],
+    ["body length beyond the limit", concat([encodePrefix(4, 0).subarray(0, 8), Buffer.from([0, 0, 0, 0x7f])])],
+    ["body length 2^64 - 1", concat([encodePrefix(4, 0).subarray(0, 4), Buffer.alloc(8, 0xff)])],
+    ["header bytes that are not v8-serialized", header(Buffer.from("not a v8 value at all"))],
+    ["a v8 header cut short", header(v8.serialize(fetch).subarray(0, 12))],
+    ["a v8 version tag and garbage", header(Buffer.from([0xff, 0x0f, 0x6f, 0x22, 0x05, 0x61]))],
+    ["a header that decodes to null", header(v8.serialize(null))],
+    ["a header that decodes to undefined", header(v8.serialize(undefined))],
+  ]
+
+  it.each(malformed)("rejects %s with ProtocolError", (_name, bytes) => {
+    for (const byteByByte of [false, true]) {
+      const { frames, error } = read(bytes, byteByByte)
+      expect(frames).toEqual([])
+      expect(error).toBeInstanceOf(ProtocolError)
+    }
+  })
+
+  it.each([
+    ["a prefix cut short", valid.subarray(0, 7)],
+    ["a header cut short", valid.subarray(0, 14)],
+    ["a body cut short", valid.subarray(0, valid.byteLength - 1)],
+    ["a body of 2^40 bytes announced, 3 sent", concat([encodePrefix(v8.serialize(fetch).byteLength, 2 ** 40), v8.serialize(fetch), Buffer.from([1, 2, 3])])],
+  ])("waits on %s without emitting a frame or allocating what it announces", (_name, bytes) => {
+    const { frames, error } = read(bytes)
+    expect(error).toBeUndefined()
+    expect(frames).toEqual([])
+  })
+
+  it("rejects body destinations that do not add up to the body length", () => {
+    const reader = new FrameReader(
+      () => undefined,
+      () => [new Uint8Array(2)],
+    )
+    expect(() => reader.push(valid)).toThrow(ProtocolError)
+  })
+
+  it("throws nothing but ProtocolError on seeded random frames", () => {
+    let state = 0x2545f491
+    const next = () => {
+      state ^= state << 13
+      state ^= state >>> 17
+      state ^= state << 5
+      return state >>> 0
+    }
+    let rejected = 0
+    for (let i = 0; i < 500; i++) {
+      const length = next() % 64
+      const bytes = Buffer.from(Array.from({ length }, () => next() & 0xff))
+      // Half of them with a plausible prefix, so that headers get decoded too.
+      if (i % 2 === 0 && length > 12) {
+        bytes.writeUInt32LE(length - 12, 0)
+        bytes.writeUInt32LE(0, 4)
+        bytes.writeUInt32LE(0, 8)
+      }
+      const { error } = read(bytes)
+      if (error !== undefined) {
+        expect(error).toBeInstanceOf(ProtocolError)
+        rejected++
+      }
+    }
+    expect(rejected).toBeGreaterThan(100)
+  })
+})
+
+describe("message decoders", () => {
+  const corpus: Array<[string, (input: unknown) => unknown, unknown]> = [
+    ["a number as a request", decodeAgentRequest, 42],
+    ["a string as a request", decodeAgentRequest, "Fetch"],
+    ["an array as a request", decodeAgentRequest, [fetch]],
+    ["an unknown tag", decodeAgentRequest, { _tag: "Steal", reqId: 1, objectId: "x" }],
+    ["a Fetch without reqId", decodeAgentRequest, { _tag: "Fetch", objectId: "x" }],
+    ["a Fetch with a string reqId", decodeAgentRequest, { _tag: "Fetch", reqId: "1", objectId: "x" }],
+    ["a Fetch with a numeric objectId", decodeAgentRequest, { _tag: "Fetch", reqId: 1, objectId: 7 }],
+    ["a Send without a group", decodeAgentRequest, { _tag: "Send", reqId: 1, objectId: "x", transport: "t", to: "a", toRank: 1, timeoutMs: 1 }],
+    ["a Gathered with strings for blobs", decodeAgentRequest, { _tag: "Gathered", reqId: 1, group: "g", blobs: ["a"] }],
+    ["a GroupCreate with a setup of the wrong shape", decodeAgentRequest, { _tag: "GroupCreate", reqId: 1, setup: { name: "g" } }],
+    ["a reply sent as a request", decodeAgentRequest, { _tag: "Done", reqId: 1 }],
+    ["a Data reply with malformed tensor metas", decodeAgentReply, { _tag: "Data", reqId: 1, tensors: [{ dtype: 1 }] }],
+    ["a Failed reply without an error", decodeAgentReply, { _tag: "Failed", reqId: 1 }],
+    ["a Result without transfers", decodeFromActor, { _tag: "Result", callId: 1 }],
+    ["a Ready without an address", decodeFromActor, { _tag: "Ready", pid: 1 }],
+    ["a Put with a broken ObjectInfo", decodeFromActor, { _tag: "Put", reqId: 1, info: { objectId: "x" } }],
+    ["a Call whose args are not bytes", decodeToActor, { _tag: "Call", callId: 1, method: "m", returnId: "r", args: "x", argTensors: [], refs: [] }],
+    ["a Free with numeric ids", decodeToActor, { _tag: "Free", objectIds: [1, 2] }],
+    ["an ObjectInfo whose skeleton is a string", decodeObjectInfo, { objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: "s", tensors: [], refs: [] }],
+    ["an ObjectInfo whose shape holds strings", decodeObjectInfo, {
+      objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: new Uint8Array(), refs: [],
+      tensors: [{ dtype: "float32", shape: ["4"], device: "cpu", nbytes: 16 }],
+    }],
+  ]
+
+  it.each(corpus)("rejects %s with ProtocolError", (_name, decode, input) => {
+    expect(() => decode(input)).toThrow(ProtocolError)
+  })
+
+  it("accepts the well-formed messages the corpus was derived from", () => {
+    expect(decodeAgentRequest(fetch)).toEqual(fetch)
+    expect(decodeAgentReply({ _tag: "Done", reqId: 1 })).toEqual({ _tag: "Done", reqId: 1 })
+    expect(decodeToActor({ _tag: "Free", objectIds: ["a"] })).toEqual({ _tag: "Free", objectIds: ["a"] })
+  })
+})
+
+describe("tensor metadata and value skeletons", () => {
+  const meta = { dtype: "float32", shape: [2, 3], device: "cpu", nbytes: 24 }
+
+  it.each([
+    ["an unknown dtype", { ...meta, dtype: "float128" }],
+    ["a negative dimension", { ...meta, shape: [-2, -3] }],
+    ["a fractional dimension", { ...meta, shape: [2.5, 2], nbytes: 20 }],
+    ["more bytes than the shape holds", { ...meta, nbytes: 4096 }],
+    ["fewer bytes than the shape holds", { ...meta, nbytes: 4 }],
+    ["more elements than can be addressed", { ...meta, shape: [2 ** 30, 2 ** 30, 2 ** 30], nbytes: 0 }],
+    ["an unknown device", { ...meta, device: "tpu:0" }],
+    ["a device with no index", { ...meta, device: "cuda:" }],
+  ])("validateMeta rejects %s with ProtocolError", (_name, bad) => {
+    expect(validateMeta(meta)).toEqual(meta)
+    expect(() => validateMeta(bad)).toThrow(ProtocolError)
+  })
+
+  it("decodeValue rejects undecodable skeletons and out-of-range placeholders", () => {
+    const tensors = [Tensor.ones([1])]
+    const hooks = {
+      tensor: (i: number) => {
+        // What the runtime's own hook does for an index its object does not have.
+        if (i >= tensors.length) throw new ProtocolError({ message: `no tensor ${i}` })
+        return tensors[i]
+      },
+      ref: (id: string) => id,
+    }
+    const { skeleton } = encodeValue({ a: [Tensor.ones([1])] })
+    expect((decodeValue(skeleton, hooks) as { a: Array<Tensor> }).a[0].numel).toBe(1)
+    expect(() => decodeValue(Buffer.from("garbage"), hooks)).toThrow(ProtocolError)
+    expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:tensor": -1 }), hooks)).toThrow(ProtocolError)
+    expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:tensor": 1.5 }), hooks)).toThrow(ProtocolError)
+    expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:tensor": 5 }), hooks)).toThrow(ProtocolError)
+    expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:ref": 5 }), hooks)).toThrow(ProtocolError)
+  })
+})

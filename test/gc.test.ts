@@ -1,0 +1,47 @@
+/** Refs that are never released are freed by garbage collection (FinalizationRegistry) in the driver. */
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
+import { type ActorHandle, type Cluster, start } from "@tensorlane/core"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { Worker } from "./fixtures/actors.ts"
+import { eventually, expectClean, TMPFILE } from "./helpers.ts"
+
+let cluster: Cluster
+let a: ActorHandle<typeof Worker>
+let b: ActorHandle<typeof Worker>
+
+beforeAll(async () => {
+  cluster = await start({ transports: [TMPFILE] })
+  ;[a, b] = await cluster.spawn(Worker, { count: 2 })
+}, 60_000)
+
+afterAll(() => cluster?.shutdown())
+
+/** Makes objects and drops every handle without releasing it. */
+const churn = async (): Promise<number> => {
+  let total = 0
+  for (const transport of ["object-store", "tmpfile"]) {
+    for (const n of [1024, 1 << 20]) total += await cluster.get(b.numel(a.make.options({ tensorTransport: transport })(n)))
+  }
+  return total
+}
+
+it("frees objects whose refs were garbage-collected, in every store and transport", async () => {
+  expect(await churn()).toBe(2 * (256 + (1 << 18)))
+  const held = await cluster.inspect()
+  expect(held.objects.length).toBeGreaterThan(0)
+  expect(held.processes[a.actorId].registrations.length).toBeGreaterThan(0)
+  // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
+  setFlagsFromString("--expose-gc")
+  const gc = runInNewContext("gc") as () => void
+  const left = await eventually(
+    async () => {
+      gc()
+      return (await cluster.inspect()).objects
+    },
+    (objects) => objects.length === 0,
+    10_000,
+  )
+  expect(left).toEqual([])
+  await expectClean(cluster)
+})

@@ -1,0 +1,122 @@
+/**
+ * Collective groups with the two-sided socketpair fixture transport: transfers inside a group,
+ * create/destroy/recreate, conflicts, several groups per actor, and application errors that leave
+ * the group intact.
+ */
+import {
+  type ActorHandle,
+  ApplicationError,
+  type Cluster,
+  type GetOptions,
+  GroupConflictError,
+  MissingGroupError,
+  type ObjectRef,
+  start,
+} from "@tensorlane/core"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { PairWorker } from "./fixtures/actors.ts"
+import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
+import { SOCKETPAIR, bytesMoved, expectClean, take as takeFrom } from "./helpers.ts"
+
+let cluster: Cluster
+let p0: ActorHandle<typeof PairWorker>
+let p1: ActorHandle<typeof PairWorker>
+let p2: ActorHandle<typeof PairWorker>
+const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
+
+const LARGE = 1 << 20
+
+/** Sum of a fresh tensor of `value`s made by `from` and summed by `to` over socketpair. */
+const moved = async (from: typeof p0, to: typeof p0, value: number): Promise<number> => {
+  const made = from.make(LARGE, value)
+  try {
+    return await take(to.sum(made))
+  } finally {
+    made.release()
+  }
+}
+
+beforeAll(async () => {
+  cluster = await start({ transports: [SOCKETPAIR] })
+  ;[p0, p1, p2] = await cluster.spawn(PairWorker, { count: 3 })
+}, 60_000)
+
+afterAll(() => cluster?.shutdown())
+afterEach(() => expectClean(cluster))
+
+describe("collective groups", () => {
+  it("move nested values of every dtype between members, both ways", async () => {
+    const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "pair" })
+    expect(group.members).toEqual([p0.actorId, p1.actorId])
+    expect(await take(p1.groupRank("pair"))).toBe(1)
+    expect((await cluster.inspect()).processes[p0.actorId].groups).toEqual(["pair"])
+    for (const n of [8, 8192]) {
+      const before = await bytesMoved("socketpair")
+      const ref = p0.nested(n, n)
+      const expected = nested(n, n)
+      expect(await take(p1.digest(ref))).toEqual(digest(expected))
+      // Small or not, the bytes went over the socketpair transport.
+      const bytes = tensorsOf(expected).reduce((sum, [, t]) => sum + t.nbytes, 0)
+      expect(await bytesMoved("socketpair")).toBe(before + bytes)
+      ref.release()
+    }
+    expect(await moved(p1, p0, 4)).toBe(4 * (LARGE / 4))
+    await group.destroy()
+    expect((await cluster.inspect()).processes[p0.actorId].groups).toEqual([])
+  })
+
+  it("can be destroyed and created again; without it transfers fail at submission", async () => {
+    for (let round = 0; round < 2; round++) {
+      const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
+      expect(await moved(p0, p1, round + 1)).toBe((round + 1) * (LARGE / 4))
+      await group.destroy()
+      const made = p0.make(LARGE, 1)
+      expect(() => p1.sum(made)).toThrow(MissingGroupError)
+      made.release()
+    }
+  })
+
+  it("a pair shares at most one group per backend", async () => {
+    const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair" })
+    await expect(cluster.createCollectiveGroup([p1, p0], { backend: "socketpair" })).rejects.toBeInstanceOf(GroupConflictError)
+    await expect(cluster.createCollectiveGroup([p2, p1, p0], { backend: "socketpair" })).rejects.toMatchObject({
+      _tag: "GroupConflictError",
+      backend: "socketpair",
+    })
+    await expect(cluster.createCollectiveGroup([p1, p2], { backend: "socketpair", name: group.name })).rejects.toBeInstanceOf(
+      GroupConflictError,
+    )
+    // The failed attempts left the existing group working.
+    expect(await moved(p0, p1, 5)).toBe(5 * (LARGE / 4))
+    await group.destroy()
+  })
+
+  it("an actor can be in several groups at once", async () => {
+    const left = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "left" })
+    const right = await cluster.createCollectiveGroup([p2, p0], { backend: "socketpair", name: "right" })
+    expect([...(await cluster.inspect()).processes[p0.actorId].groups].sort()).toEqual(["left", "right"])
+    expect(await take(p0.groupRank("right"))).toBe(1)
+    expect(await moved(p0, p1, 6)).toBe(6 * (LARGE / 4))
+    expect(await moved(p0, p2, 7)).toBe(7 * (LARGE / 4))
+    expect(await moved(p2, p0, 8)).toBe(8 * (LARGE / 4))
+    // p1 and p2 share no group.
+    const made = p1.make(LARGE, 1)
+    expect(() => p2.sum(made)).toThrow(MissingGroupError)
+    made.release()
+    await right.destroy()
+    expect(await moved(p1, p0, 9)).toBe(9 * (LARGE / 4))
+    await left.destroy()
+  })
+
+  it("an application error reaches the consumer and leaves the group usable", async () => {
+    const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair" })
+    const failed = p0.boom("no tensor for you")
+    const dependent = p1.sum(failed)
+    await expect(cluster.get(dependent)).rejects.toBeInstanceOf(ApplicationError)
+    await expect(cluster.get(dependent)).rejects.toMatchObject({ remoteName: "RangeError", method: "boom" })
+    failed.release()
+    dependent.release()
+    expect(await moved(p0, p1, 10)).toBe(10 * (LARGE / 4))
+    await group.destroy()
+  })
+})

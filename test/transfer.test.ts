@@ -1,0 +1,232 @@
+/**
+ * Transfers between actors and the driver over object-store (inline and through the agents) and the
+ * tmpfile fixture transport: copies, identity, every dtype, put/get, in-actor put/get, mutability,
+ * progress while the producer is busy, and metrics. One cluster for the file.
+ */
+import * as fs from "node:fs"
+import { type ActorHandle, type Cluster, type GetOptions, ObjectRef, Tensor, start } from "@tensorlane/core"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { Helper } from "./fixtures/actors.mjs"
+import { Worker } from "./fixtures/actors.ts"
+import { DTYPES, digest, nested, tensorsOf } from "./fixtures/samples.ts"
+import { TMPFILE, bytesMoved, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+
+let cluster: Cluster
+let a: ActorHandle<typeof Worker>
+let b: ActorHandle<typeof Worker>
+let c: ActorHandle<typeof Worker>
+let h: ActorHandle<typeof Helper>
+const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
+
+const SMALL = 1024 // bytes: travels inline with the owner's messages
+const LARGE = 1 << 20 // bytes: served by the producer's agent
+const cases = [
+  { transport: "object-store", n: SMALL },
+  { transport: "object-store", n: LARGE },
+  { transport: "tmpfile", n: LARGE },
+] as const
+
+beforeAll(async () => {
+  cluster = await start({ transports: [TMPFILE] })
+  ;[a, b, c] = await cluster.spawn(Worker, { count: 3 })
+  ;[h] = await cluster.spawn(Helper)
+}, 60_000)
+
+afterAll(() => cluster?.shutdown())
+// Every test releases what it made: every store must be empty after each of them.
+afterEach(() => expectClean(cluster))
+
+describe("actors", () => {
+  it("load from TypeScript and JavaScript modules", async () => {
+    expect(await Promise.all([take(a.whoami()), take(c.whoami()), take(h.whoami())])).toEqual(["Worker-0", "Worker-2", "Helper-0"])
+    const pids = await Promise.all([take(a.pid()), take(b.pid()), take(h.pid())])
+    expect(new Set([process.pid, ...pids]).size).toBe(4)
+  })
+})
+
+describe("copies and identity", () => {
+  it.each(cases)("each consumer gets its own copy ($transport, $n bytes)", async ({ transport, n }) => {
+    const numel = n / 4
+    const ref = a.make.options({ tensorTransport: transport })(n)
+    // Consumers overwrite what they received; nobody else may see it.
+    expect(await take(b.fillSum(ref, 7))).toBe(7 * numel)
+    expect(await take(h.fillSum(ref, 5))).toBe(5 * numel)
+    expect(await take(c.sum(ref))).toBe(numel)
+    const mine = await cluster.get(ref)
+    mine.fill_(3)
+    expect((await cluster.get(ref)).sum()).toBe(numel)
+    expect(await take(a.sum(ref))).toBe(numel)
+    ref.release()
+  })
+
+  it.each(cases)("a ref passed back to its producer is the very tensor ($transport, $n bytes)", async ({ transport, n }) => {
+    const ref = a.keep.options({ tensorTransport: transport })(n)
+    const other = b.keep(n)
+    expect(await take(a.isKept(ref))).toBe(true)
+    // b keeps a tensor of its own: what it receives from a is a copy, not that one nor a's.
+    expect(await take(b.isKept(ref))).toBe(false)
+    expect(await take(b.isKept(other))).toBe(true)
+    ref.release()
+    other.release()
+  })
+})
+
+describe("every dtype, nested in objects, arrays and Maps", () => {
+  const check = (got: ReturnType<typeof nested>, expected: ReturnType<typeof nested>) => {
+    expect(got.label).toBe(expected.label)
+    expect(got.list[2]).toBe(42)
+    expect(got.byDtype).toBeInstanceOf(Map)
+    const pairs = tensorsOf(got)
+    const wanted = tensorsOf(expected)
+    expect(pairs.map(([path, t]) => `${path} ${t.dtype}`)).toEqual(wanted.map(([path, t]) => `${path} ${t.dtype}`))
+    expect(new Set(pairs.map(([, t]) => t.dtype))).toEqual(new Set(DTYPES))
+    pairs.forEach(([path, t], i) => expect(t.equal(wanted[i][1]), path).toBe(true))
+    expect(digest(got)).toEqual(digest(expected))
+  }
+
+  // 8 elements per tensor stay under the inline limit in total; 8192 do not.
+  it.each([
+    { transport: "object-store", n: 8 },
+    { transport: "object-store", n: 8192 },
+    { transport: "tmpfile", n: 8 },
+    { transport: "tmpfile", n: 8192 },
+  ])("round-trip actor -> driver and actor -> actor ($transport, $n elements)", async ({ transport, n }) => {
+    const seed = n + transport.length
+    const expected = nested(n, seed)
+    const ref = a.nested.options({ tensorTransport: transport })(n, seed)
+    check(await cluster.get(ref), expected)
+    expect(await take(b.digest(ref))).toEqual(digest(expected))
+    check(await cluster.get(ref, { useObjectStore: true }), expected)
+    // Into tensors the caller provides, in the value's tensor order.
+    const target = tensorsOf(expected).map(([, t]) => Tensor.zeros(t.shape, { dtype: t.dtype }))
+    const into = await cluster.get(ref, { target })
+    expect(into.first).toBe(target[0])
+    check(into, expected)
+    ref.release()
+  })
+
+  it.each([
+    { transport: "object-store", n: 8 },
+    { transport: "object-store", n: 8192 },
+    { transport: "tmpfile", n: 8192 },
+  ])("driver -> actor by put and by value ($transport, $n elements)", async ({ transport, n }) => {
+    const expected = nested(n, 7)
+    const ref = await cluster.put(expected, { tensorTransport: transport })
+    expect(await take(b.digest(ref))).toEqual(digest(expected))
+    expect(await take(b.digest(expected))).toEqual(digest(expected))
+    check(await cluster.get(ref), expected)
+    ref.release()
+  })
+})
+
+describe("put and get", () => {
+  it("the driver puts with tmpfile and object-store; actors and the driver read it", async () => {
+    const numel = LARGE / 4
+    const put = await cluster.put(Tensor.full([numel], 4, { dtype: "float32" }), { tensorTransport: "tmpfile" })
+    const [file] = (await cluster.inspect()).processes.driver.registrations
+    expect(fs.existsSync(file)).toBe(true)
+    expect(await take(b.sum(put))).toBe(4 * numel)
+    expect((await cluster.get(put)).sum()).toBe(4 * numel)
+    const viaStore = await cluster.put(Tensor.arange(numel, { dtype: "int32" }))
+    expect(await take(h.sum(viaStore))).toBe((numel * (numel - 1)) / 2)
+    expect((await cluster.get(viaStore)).equal(Tensor.arange(numel, { dtype: "int32" }))).toBe(true)
+    put.release()
+    viaStore.release()
+    await expectClean(cluster)
+    expect(fs.existsSync(file)).toBe(false)
+  })
+
+  it("a per-call transport registers the result with that transport until released", async () => {
+    const ref = a.make.options({ tensorTransport: "tmpfile" })(LARGE)
+    expect(await take(b.numel(ref))).toBe(LARGE / 4)
+    const held = (await cluster.inspect()).processes[a.actorId]
+    expect(held.primary).toEqual([ref.id])
+    expect(held.registrations).toHaveLength(1)
+    expect(fs.statSync(held.registrations[0]).size).toBe(LARGE)
+    const plain = a.make(LARGE)
+    await take(b.numel(plain))
+    expect((await cluster.inspect()).processes[a.actorId].registrations).toEqual(held.registrations)
+    ref.release()
+    plain.release()
+    await expectClean(cluster)
+    expect(fs.existsSync(held.registrations[0])).toBe(false)
+  })
+
+  it.each(["object-store", "tmpfile"])("an actor puts (%s), another actor gets", async (transport) => {
+    const numel = LARGE / 4
+    const refs = a.putTwo(LARGE, transport)
+    expect(await take(b.getSums(refs, false))).toEqual([2 * numel, 3 * numel])
+    expect(await take(c.getSums(refs, true))).toEqual([2 * numel, 3 * numel])
+    // The driver owns the put objects too: it can read them through the refs it receives.
+    const inner = await cluster.get(refs)
+    expect(inner.every((r) => r instanceof ObjectRef)).toBe(true)
+    const [two, three] = await cluster.get(inner as [ObjectRef<Tensor>, ObjectRef<{ t: Tensor }>])
+    expect(two.sum()).toBe(2 * numel)
+    expect(three.t.sum()).toBe(3 * numel)
+    for (const r of inner) r.release()
+    refs.release()
+    await take(a.dropPuts())
+    expect(await take(a.putGetSame(SMALL))).toBe(true)
+    await expectClean(cluster)
+  })
+})
+
+describe("mutability (DESIGN §3.7)", () => {
+  it("without waitTensorFreed the consumer sees an in-place update made before the transfer", async () => {
+    const numel = LARGE / 4
+    const ref = a.keep(LARGE)
+    expect(await take(a.mutateKept(2, false))).toBe(2 * numel)
+    expect(await take(b.sum(ref))).toBe(2 * numel)
+    ref.release()
+  })
+
+  it("with waitTensorFreed the update waits until the object is freed", async () => {
+    const numel = LARGE / 4
+    const ref = a.keep(LARGE)
+    const mutated = a.mutateKept(3, true)
+    expect(await take(b.sum(ref))).toBe(numel)
+    expect(await cluster.get(mutated, { timeoutMs: 300 }).catch((e) => e._tag)).toBe("TimeoutError")
+    ref.release()
+    expect(await cluster.get(mutated)).toBe(3 * numel)
+    mutated.release()
+  })
+})
+
+describe("progress while the producer is busy", () => {
+  it("an object-store transfer completes during a 3 s busy loop of the producer", async () => {
+    const n = 8 << 20
+    const ref = a.make(n)
+    expect(await take(a.numel(ref))).toBe(n / 4)
+    const busy = a.busy(3_000)
+    await sleep(500)
+    const before = Date.now()
+    expect(await take(b.sum(ref))).toBe(n / 4)
+    expect((await cluster.get(ref)).numel).toBe(n / 4)
+    const after = Date.now()
+    const { start: began, end } = await cluster.get(busy)
+    expect(began).toBeLessThanOrEqual(before)
+    expect(after).toBeLessThan(end)
+    ref.release()
+    busy.release()
+  })
+})
+
+describe("metrics", () => {
+  it("tensorlane_transfer_bytes counts the bytes of agent transfers, per transport", async () => {
+    const store = await bytesMoved("object-store")
+    const tmp = await bytesMoved("tmpfile")
+    const ref = a.make(LARGE)
+    expect(await take(b.numel(ref))).toBe(LARGE / 4)
+    expect(await bytesMoved("object-store")).toBe(store + LARGE)
+    await cluster.get(ref)
+    expect(await bytesMoved("object-store")).toBe(store + 2 * LARGE)
+    // Inline values move with the owner's messages: no transfer.
+    const small = a.make(SMALL)
+    await take(b.numel(small))
+    expect(await bytesMoved("object-store")).toBe(store + 2 * LARGE)
+    const viaTmp = a.make.options({ tensorTransport: "tmpfile" })(LARGE)
+    await take(c.numel(viaTmp))
+    expect(await bytesMoved("tmpfile")).toBe(tmp + LARGE)
+    for (const r of [ref, small, viaTmp]) r.release()
+  })
+})

@@ -1,0 +1,16 @@
+// Receives fixed-size messages on 127.0.0.1 and acknowledges each with one byte.
+import * as net from "node:net"
+
+const size = Number(process.argv[2])
+const server = net.createServer((socket) => {
+  let received = 0
+  socket.on("data", (chunk) => {
+    received += chunk.byteLength
+    while (received >= size) {
+      received -= size
+      socket.write(Buffer.from([1]))
+    }
+  })
+})
+server.listen(0, "127.0.0.1", () => process.send(server.address().port))
+process.on("disconnect", () => process.exit(0))

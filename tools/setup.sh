@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine for tensorlane: system packages, npm dependencies, and the build.
+#   bash tools/setup.sh          set up and build
+#   bash tools/setup.sh --demo   then run the main demo
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_node() {
+  local version
+  version=$(node -p 'process.versions.node' 2>/dev/null || echo 0)
+  node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' 2>/dev/null || {
+    echo "tensorlane needs Node.js >= 20.19 (found ${version}); install it from your distribution or nodejs.org" >&2
+    exit 1
+  }
+}
+need_node
+
+# npm ci reproduces the lockfile exactly; nothing is downloaded at install time beyond the registry packages.
+npm ci --no-audit --no-fund
+NX_DAEMON=false npx nx run-many -t build --outputStyle=static
+
+if [[ "${1:-}" == "--demo" ]]; then
+  npm run demo
+fi
