@@ -21,7 +21,7 @@ import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Helper, Misconfigured } from "./fixtures/actors.mjs"
 import { PairWorker, Worker } from "./fixtures/actors.ts"
-import { SOCKETPAIR, TMPFILE, eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { SOCKETPAIR, TMPFILE, eventually, expectClean, isGone, sleep, take as takeFrom } from "./helpers.ts"
 
 let cluster: Cluster
 let w: ActorHandle<typeof Worker>
@@ -42,15 +42,6 @@ const thrown = (submit: () => unknown): unknown => {
     return error
   }
   throw new Error("the submission did not throw")
-}
-
-const isGone = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ESRCH"
-  }
 }
 
 beforeAll(async () => {
@@ -119,7 +110,6 @@ describe("two-sided transports", () => {
     const inActor = await take(w.putTwo(8, "socketpair")).catch((e: unknown) => e)
     expect(inActor).toBeInstanceOf(UnsupportedOperationError)
     expect((inActor as Error).message).toContain("two-sided")
-    await take(w.dropPuts())
   })
 })
 

@@ -81,3 +81,13 @@ export const bytesMoved = async (transport: string): Promise<number> => {
     .filter((s) => s.id === "tensorlane_transfer_bytes" && s.type === "Counter" && s.attributes?.transport === transport)
     .reduce((n, s) => n + Number((s.state as { count: number | bigint }).count), 0)
 }
+
+/** Whether no process has this pid any more. */
+export const isGone = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH"
+  }
+}

@@ -5,16 +5,7 @@ import * as os from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, expect, it } from "vitest"
-import { eventually } from "./helpers.ts"
-
-const isGone = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ESRCH"
-  }
-}
+import { eventually, isGone } from "./helpers.ts"
 
 // The killed driver cannot remove its cluster directory: give it a temporary directory of its own.
 const tmp = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-orphans-"))

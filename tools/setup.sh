@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for tensorlane: system packages, npm dependencies, and the build.
+# Sets up a fresh machine for tensorlane: system packages, npm dependencies, native addons, the build.
 #   bash tools/setup.sh          set up and build
 #   bash tools/setup.sh --demo   then run the main demo
 set -euo pipefail
@@ -14,6 +14,20 @@ need_node() {
   }
 }
 need_node
+
+# System libraries of the native transports (Debian packages; root or sudo).
+system_packages=(libgloo-dev cmake g++ make)
+missing=()
+for package in "${system_packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if ((${#missing[@]} > 0)); then
+  sudo_cmd=""
+  [[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
+  echo "installing ${missing[*]} from Debian's packages"
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
 
 # npm ci reproduces the lockfile exactly; nothing is downloaded at install time beyond the registry packages.
 npm ci --no-audit --no-fund

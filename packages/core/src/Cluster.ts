@@ -130,6 +130,7 @@ export class Cluster implements AsyncDisposable {
   private readonly actors = new Map<string, ActorRecord>()
   private readonly groups = new Map<string, GroupRecord>()
   private readonly inspections = new Map<number, { actor: string; resolve: (inspection: ActorInspection | undefined) => void }>()
+  private readonly prefetches = new Map<number, { actor: string; resolve: () => void; reject: (e: Error) => void }>()
   private readonly agentRequests = new Map<
     number,
     {
@@ -453,6 +454,14 @@ export class Cluster implements AsyncDisposable {
       case "DropRefs":
         for (const id of message.objectIds) this.directory.release(id, record.id)
         return
+      case "Prefetched": {
+        const waiter = this.prefetches.get(message.reqId)
+        this.prefetches.delete(message.reqId)
+        for (const stat of message.transfers) recordTransfer(stat)
+        if (message.error !== undefined) waiter?.reject(fromWireError(message.error, { actor: record.id, method: "broadcast" }))
+        else waiter?.resolve()
+        return
+      }
       case "Inspection": {
         const waiter = this.inspections.get(message.reqId)
         this.inspections.delete(message.reqId)
@@ -492,6 +501,11 @@ export class Cluster implements AsyncDisposable {
       this.inspections.delete(reqId)
       waiter.resolve(undefined)
     }
+    for (const [reqId, waiter] of this.prefetches) {
+      if (waiter.actor !== record.id) continue
+      this.prefetches.delete(reqId)
+      waiter.reject(died)
+    }
     for (const other of this.actors.values()) {
       if (other.alive && other.agent !== undefined) {
         this.agentRequest(other, { _tag: "PeerDied", reqId: 0, peer: record.id }, false).catch(() => undefined)
@@ -501,6 +515,10 @@ export class Cluster implements AsyncDisposable {
 
   private onFree(entry: Entry): void {
     if (entry.info === undefined || entry.info.tensors.length === 0) return
+    for (const id of entry.copies) {
+      const holder = this.actors.get(id)
+      if (holder?.alive) holder.control.send({ _tag: "Free", objectIds: [entry.id] } satisfies ToActor)
+    }
     if (entry.producer === "driver") {
       this.runtime.free([entry.id]).catch((error) => console.error("tensorlane: free failed:", error))
       return
@@ -555,6 +573,70 @@ export class Cluster implements AsyncDisposable {
     const ref = new ObjectRef<T>(id, this.tracker)
     this.directory.ready(entry, info)
     return ref
+  }
+
+  /**
+   * Places a received copy of an object in each receiver, in one operation: a collective broadcast
+   * when the object's transport has one and the receivers are the rest of its group, else a transfer
+   * to each. The copies stay until the object is freed, and calls on those receivers that take the
+   * ref use them without another transfer (the weight-sync case).
+   */
+  async broadcast(ref: ObjectRef<unknown>, receivers: ReadonlyArray<{ actorId: string }>, options: { timeoutMs?: number } = {}): Promise<void> {
+    this.ensureOpen()
+    const entry = this.directory.require(ref.id)
+    this.directory.acquire(entry.id)
+    try {
+      const ready = await this.directory.wait(entry, options.timeoutMs ?? Infinity)
+      if (ready.state === "failed") throw ready.error!
+      const info = ready.info!
+      const records = receivers.map((r) => this.actorOf(r)).filter((r) => r.id !== entry.producer)
+      const transport = this.transport(entry.transport)
+      const timeoutMs = options.timeoutMs ?? this.options.transferTimeoutMs
+      if (transport.capabilities.oneSided) {
+        await Promise.all(records.map((r) => this.prefetch(r, entry, info, false)))
+        return
+      }
+      const group = [...this.groups.values()].find(
+        (g) => g.backend === entry.transport && [entry.producer, ...records.map((r) => r.id)].every((id) => g.members.includes(id)),
+      )
+      if (group === undefined) {
+        throw new MissingGroupError({
+          message: `no ${entry.transport} group holds ${entry.producer} and every receiver; create one with cluster.createCollectiveGroup`,
+          backend: entry.transport,
+        })
+      }
+      const root = group.members.indexOf(entry.producer)
+      const routed = { ...info, route: { group: group.name, rank: root } }
+      const whole = transport.broadcast !== undefined && group.members.length === records.length + 1
+      const producer = this.actors.get(entry.producer)!
+      const sends = whole
+        ? [this.agentRequest(producer, { _tag: "Broadcast", reqId: 0, objectId: entry.id, group: group.name, root, timeoutMs })]
+        : records.map((r) =>
+            this.agentRequest(producer, {
+              _tag: "Send",
+              reqId: 0,
+              objectId: entry.id,
+              transport: entry.transport,
+              group: group.name,
+              to: r.id,
+              toRank: group.members.indexOf(r.id),
+              timeoutMs,
+            }),
+          )
+      await Promise.all([...records.map((r) => this.prefetch(r, entry, routed, whole)), ...sends])
+    } finally {
+      this.directory.release(entry.id)
+    }
+  }
+
+  private prefetch(record: ActorRecord, entry: Entry, info: ObjectInfo, collective: boolean): Promise<void> {
+    if (!record.alive) return Promise.reject(new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id }))
+    const reqId = this.nextReq++
+    entry.copies.add(record.id)
+    return new Promise((resolve, reject) => {
+      this.prefetches.set(reqId, { actor: record.id, resolve, reject })
+      record.control.send({ _tag: "Prefetch", reqId, info, collective } satisfies ToActor)
+    })
   }
 
   // ---- Collective groups

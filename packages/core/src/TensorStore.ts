@@ -15,7 +15,7 @@ export interface StoredObject {
 
 export class TensorStore {
   private readonly primary = new Map<string, StoredObject>()
-  private readonly received = new Map<string, { tensors: ReadonlyArray<Tensor>; users: number }>()
+  private readonly received = new Map<string, { value: unknown; tensors: ReadonlyArray<Tensor>; users: number; pinned: boolean }>()
   /** Live objects per storage, for waitTensorFreed: in-place writes to any view of a storage are visible. */
   private readonly storageUsers = new Map<number, number>()
   private readonly freedWaiters = new Map<number, Array<() => void>>()
@@ -48,16 +48,36 @@ export class TensorStore {
     return object
   }
 
-  holdReceived(objectId: string, tensors: ReadonlyArray<Tensor>): void {
+  holdReceived(objectId: string, value: unknown, tensors: ReadonlyArray<Tensor>): void {
     const entry = this.received.get(objectId)
     if (entry !== undefined) entry.users++
-    else this.received.set(objectId, { tensors, users: 1 })
+    else this.received.set(objectId, { value, tensors, users: 1, pinned: false })
   }
 
   dropReceived(objectId: string): void {
     const entry = this.received.get(objectId)
     if (entry === undefined) return
-    if (--entry.users === 0) this.received.delete(objectId)
+    if (--entry.users === 0 && !entry.pinned) this.received.delete(objectId)
+  }
+
+  /** Keeps a received copy until the owner frees the object (a broadcast placed it here ahead of its calls). */
+  pinReceived(objectId: string, value: unknown, tensors: ReadonlyArray<Tensor>): void {
+    const entry = this.received.get(objectId)
+    if (entry !== undefined) entry.pinned = true
+    else this.received.set(objectId, { value, tensors, users: 0, pinned: true })
+  }
+
+  /** The pinned copy of an object, if a broadcast placed one here. */
+  pinnedValue(objectId: string): { value: unknown; tensors: ReadonlyArray<Tensor> } | undefined {
+    const entry = this.received.get(objectId)
+    return entry?.pinned ? entry : undefined
+  }
+
+  unpinReceived(objectId: string): void {
+    const entry = this.received.get(objectId)
+    if (entry === undefined) return
+    entry.pinned = false
+    if (entry.users === 0) this.received.delete(objectId)
   }
 
   /** Resolves once no stored object uses the tensor's memory any more. */

@@ -175,6 +175,17 @@ class Actor {
           (error) => console.error("tensorlane: inspect failed:", error),
         )
         return
+      case "Prefetch":
+        this.runtime
+          .resolve(message.info, { timeoutMs: this.init.transferTimeoutMs, collective: message.collective })
+          .then(
+            (r) => {
+              this.runtime.store.pinReceived(message.info.objectId, r.value, r.tensors)
+              send({ _tag: "Prefetched", reqId: message.reqId, transfers: r.stat ? [r.stat] : [] })
+            },
+            (error) => send({ _tag: "Prefetched", reqId: message.reqId, error: toWireError(error), transfers: [] }),
+          )
+        return
       case "Shutdown":
         this.runtime.agent.close().finally(() => process.exit(0))
         return
@@ -224,7 +235,7 @@ class Actor {
       resolved.set(info.objectId, r.value)
       if (r.stat !== undefined) transfers.push(r.stat)
       if (r.received) {
-        this.runtime.store.holdReceived(info.objectId, r.tensors)
+        this.runtime.store.holdReceived(info.objectId, r.value, r.tensors)
         received.push(info.objectId)
       }
     }

@@ -35,6 +35,8 @@ export type AgentCommand =
       readonly into: ReadonlyArray<WireTensor>
       readonly consumer: string
       readonly timeoutMs: number
+      /** Receive as a non-root member of a collective broadcast of the object to its whole group. */
+      readonly collective: boolean
     }
   | {
       readonly op: "collective"
@@ -214,7 +216,12 @@ export class Agent {
             backend: via,
           })
         }
-        await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors: info.tensors, metadata: info.metadata, into, signal })
+        if (command.collective) {
+          if (transport.broadcast === undefined) throw new UnsupportedOperationError({ message: `transport "${via}" has no broadcast` })
+          await transport.broadcast({ group: route.group, tensors: into, root: route.rank, signal })
+        } else {
+          await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors: info.tensors, metadata: info.metadata, into, signal })
+        }
       }
       checkReceived(info.tensors, into)
     })
@@ -363,6 +370,24 @@ export class Agent {
         const label = `${request.transport} ${request.objectId} ${this.options.processId} -> ${request.to}`
         await this.track(label, request.to, request.timeoutMs, (signal) =>
           transport.send!({ object: held.object, group: request.group, toRank: request.toRank, signal }),
+        )
+        connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
+        return
+      }
+      case "Broadcast": {
+        const held = this.held.get(request.objectId)
+        if (held === undefined) {
+          throw new ObjectFreedError({ message: `object ${request.objectId} is not held by ${this.options.processId}`, objectId: request.objectId })
+        }
+        const group = this.groups.get(request.group)
+        if (group === undefined || held.transport.broadcast === undefined) {
+          throw new MissingGroupError({ message: `${this.options.processId} cannot broadcast in group "${request.group}"`, backend: held.transport.name })
+        }
+        const label = `${held.transport.name} broadcast ${request.objectId} from ${this.options.processId}`
+        // The root's tensors are sent in place: a strided view travels as a contiguous copy.
+        const tensors = held.object.tensors.map((t) => t.contiguous())
+        await this.track(label, "", request.timeoutMs, (signal) =>
+          held.transport.broadcast!({ group: request.group, tensors, root: request.root, signal }),
         )
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return

@@ -41,17 +41,20 @@ export const encodeFrame = (header: unknown, body: ReadonlyArray<Uint8Array> = [
   return [encodePrefix(encoded.byteLength, bodyLength), encoded, ...body]
 }
 
-/** Writes one frame; resolves when the socket accepted it (so that callers can apply backpressure). */
+/** Bodies up to this size are copied into the frame's single write: one small write beats a writev. */
+const COALESCE_BYTES = 64 * 1024
+
+/** Writes one frame; returns false when the socket asks the caller to wait for 'drain'. */
 export const writeFrame = (socket: Socket, header: unknown, body: ReadonlyArray<Uint8Array> = []): boolean => {
-  const chunks = encodeFrame(header, body)
-  socket.cork()
+  const [prefix, encoded, ...segments] = encodeFrame(header, body)
+  const bodyLength = segments.reduce((n, s) => n + s.byteLength, 0)
+  if (bodyLength <= COALESCE_BYTES) return socket.write(Buffer.concat([prefix, encoded, ...segments]))
+  socket.write(Buffer.concat([prefix, encoded]))
   let flushed = true
-  for (const chunk of chunks) {
-    if (chunk.byteLength === 0) continue
+  for (const segment of segments) {
     // A Buffer view over the same memory (SharedArrayBuffer included): no copy of tensor bytes.
-    flushed = socket.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+    if (segment.byteLength > 0) flushed = socket.write(Buffer.from(segment.buffer, segment.byteOffset, segment.byteLength))
   }
-  socket.uncork()
   return flushed
 }
 

@@ -97,6 +97,8 @@ export const ToActor = Schema.Union([
   }),
   Schema.TaggedStruct("PutAck", { reqId: Schema.Number, error: Schema.optional(WireError) }),
   Schema.TaggedStruct("Inspect", { reqId: Schema.Number }),
+  /** Receive an object ahead of the calls that use it and keep it until it is freed (cluster.broadcast). */
+  Schema.TaggedStruct("Prefetch", { reqId: Schema.Number, info: ObjectInfo, collective: Schema.Boolean }),
   Schema.TaggedStruct("Shutdown", {}),
 ])
 export type ToActor = typeof ToActor.Type
@@ -125,6 +127,7 @@ export const FromActor = Schema.Union([
   Schema.TaggedStruct("AddRefs", { objectIds: Schema.Array(Id) }),
   Schema.TaggedStruct("DropRefs", { objectIds: Schema.Array(Id) }),
   Schema.TaggedStruct("Inspection", { reqId: Schema.Number, inspection: ActorInspection }),
+  Schema.TaggedStruct("Prefetched", { reqId: Schema.Number, error: Schema.optional(WireError), transfers: Schema.Array(TransferStat) }),
 ])
 export type FromActor = typeof FromActor.Type
 
@@ -144,6 +147,8 @@ export const AgentRequest = Schema.Union([
   Schema.TaggedStruct("GroupDestroy", { reqId: Schema.Number, name: Schema.String, backend: Schema.String }),
   Schema.TaggedStruct("Gathered", { reqId: Schema.Number, group: Schema.String, blobs: Schema.Array(Bytes) }),
   Schema.TaggedStruct("PeerDied", { reqId: Schema.Number, peer: Id }),
+  /** The root's half of a collective broadcast of an object to the whole group. */
+  Schema.TaggedStruct("Broadcast", { reqId: Schema.Number, objectId: Id, group: Schema.String, root: Schema.Number, timeoutMs: Schema.Number }),
 ])
 export type AgentRequest = typeof AgentRequest.Type
 

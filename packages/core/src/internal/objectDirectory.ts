@@ -17,6 +17,8 @@ export interface Entry {
   holders: number
   /** Borrows per actor, dropped all at once if that actor dies. */
   readonly borrowers: Map<string, number>
+  /** Actors that keep a received copy until the object is freed (placed there by cluster.broadcast). */
+  readonly copies: Set<string>
   readonly waiters: Array<() => void>
 }
 
@@ -35,6 +37,7 @@ export class ObjectDirectory {
       error: undefined,
       holders: 0,
       borrowers: new Map(),
+      copies: new Set(),
       waiters: [],
     }
     this.entries.set(id, entry)

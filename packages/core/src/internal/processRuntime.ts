@@ -23,6 +23,8 @@ export const INLINE_LIMIT = 64 * 1024
 
 export interface ResolveOptions {
   readonly useObjectStore?: boolean
+  /** Receive as a member of a collective broadcast of the object to the route's whole group. */
+  readonly collective?: boolean
   /** Tensors to receive into, in the value's tensor order (depth first, insertion order). */
   readonly target?: ReadonlyArray<Tensor>
   readonly timeoutMs: number
@@ -110,6 +112,7 @@ export class ProcessRuntime {
 
   /** Frees primary copies the owner no longer needs, and what their transports registered. */
   async free(objectIds: ReadonlyArray<string>): Promise<void> {
+    for (const id of objectIds) this.store.unpinReceived(id)
     const held = objectIds.filter((id) => this.store.freePrimary(id) !== undefined)
     if (held.length > 0) await this.agent.command({ op: "release", objectIds: held })
   }
@@ -124,6 +127,10 @@ export class ProcessRuntime {
       if (stored !== undefined && options.target === undefined) {
         return { value: stored.value, received: false, tensors: stored.tensors, stat: undefined }
       }
+    }
+    const pinned = this.store.pinnedValue(info.objectId)
+    if (pinned !== undefined && options.target === undefined) {
+      return { value: pinned.value, received: true, tensors: pinned.tensors, stat: undefined }
     }
     if (options.target !== undefined) checkReceived(metas, options.target)
     if (info.inline !== undefined) {
@@ -159,6 +166,7 @@ export class ProcessRuntime {
             into: into.map(toWireTensor),
             consumer: this.processId,
             timeoutMs: options.timeoutMs,
+            collective: options.collective ?? false,
           }),
         catch: (error) => error as Error,
       }).pipe(
