@@ -80,6 +80,8 @@ export interface ClusterInspection {
   readonly groups: ReadonlyArray<string>
   /** Per process ("driver" and every live actor): primary and received copies, pending transfers, registrations. */
   readonly processes: Readonly<Record<string, ActorInspection>>
+  /** Live actors that did not answer within `timeoutMs` (stopped, or stuck in native code). */
+  readonly unresponsive: ReadonlyArray<string>
 }
 
 type Unref<T> = T extends ObjectRef<infer V> ? V : never
@@ -767,10 +769,12 @@ export class Cluster implements AsyncDisposable {
 
   // ---- Introspection and shutdown
 
-  /** What every process still holds: empty lists mean nothing leaked. */
-  async inspect(): Promise<ClusterInspection> {
+  /** What every process still holds: empty lists mean nothing leaked. An actor's main thread answers, so a busy one delays it. */
+  async inspect(options: { timeoutMs?: number } = {}): Promise<ClusterInspection> {
     this.ensureOpen()
+    const timeoutMs = options.timeoutMs ?? 30_000
     const processes: Record<string, ActorInspection> = {}
+    const unresponsive: Array<string> = []
     const driverAgent = await this.runtime.agent.command<{ pendingTransfers: Array<string>; registrations: Array<string>; groups: Array<string> }>({ op: "inspect" })
     processes.driver = { ...this.runtime.store.inspect(), pendingTransfers: driverAgent.pendingTransfers, registrations: driverAgent.registrations, groups: driverAgent.groups }
     await Promise.all(
@@ -780,9 +784,15 @@ export class Cluster implements AsyncDisposable {
           (r) =>
             new Promise<void>((resolve) => {
               const reqId = this.nextReq++
+              const timer = setTimeout(() => {
+                if (!this.inspections.delete(reqId)) return
+                unresponsive.push(r.id)
+                resolve()
+              }, timeoutMs)
               this.inspections.set(reqId, {
                 actor: r.id,
                 resolve: (inspection) => {
+                  clearTimeout(timer)
                   if (inspection !== undefined) processes[r.id] = inspection
                   resolve()
                 },
@@ -791,7 +801,7 @@ export class Cluster implements AsyncDisposable {
             }),
         ),
     )
-    return { objects: [...this.directory.values()].map((e) => e.id), groups: [...this.groups.keys()], processes }
+    return { objects: [...this.directory.values()].map((e) => e.id), groups: [...this.groups.keys()], processes, unresponsive }
   }
 
   /** Stops every actor process and the driver's agent. Idempotent. */

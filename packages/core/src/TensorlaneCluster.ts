@@ -52,4 +52,5 @@ export const collectiveGroup = (actors: ReadonlyArray<ActorHandle<ActorDefinitio
     (group: CollectiveGroup) => Effect.promise(() => group.destroy()),
   )
 
-export const inspect: Effect.Effect<ClusterInspection, TensorlaneError, TensorlaneCluster> = withCluster((cluster) => cluster.inspect())
+export const inspect = (options?: { timeoutMs?: number }): Effect.Effect<ClusterInspection, TensorlaneError, TensorlaneCluster> =>
+  withCluster((cluster) => cluster.inspect(options))

@@ -188,7 +188,9 @@ export class Agent {
       controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
     })
     aborted.catch(() => undefined)
-    return Promise.race([run(controller.signal), aborted]).finally(() => {
+    // A transport that throws instead of rejecting must not leak its entry and timer.
+    const running = Promise.resolve().then(() => run(controller.signal))
+    return Promise.race([running, aborted]).finally(() => {
       clearTimeout(timer)
       this.pending.delete(id)
     })

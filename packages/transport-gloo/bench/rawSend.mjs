@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+/**
+ * Raw Gloo point to point, the reference the benchmark compares the actor path with (DESIGN §5):
+ * a one-way send of n bytes from this process to a child process through the addon alone, timed
+ * on the sender from the send until the receiver's 1-byte acknowledgement arrives (so the figure
+ * includes one small-message hop), median of `repeats` after `warmups`.
+ *
+ *   node packages/transport-gloo/bench/rawSend.mjs [bytes...]   prints the figures as JSON
+ *   import { measureRawSend } from "@tensorlane/transport-gloo/bench/raw-send"
+ */
+import { fork } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { loadGlooAddon } from "@tensorlane/transport-gloo"
+
+const HOUR = 3_600_000
+const DEFAULT_SIZES = [4 << 10, 64 << 20, 256 << 20]
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/** Requests to the other process and its answers, over the IPC channel. */
+const channel = (endpoint) => {
+  const waiting = []
+  endpoint.on("message", (message) => waiting.shift()?.(message))
+  return {
+    send: (message) => endpoint.send(message),
+    next: () => new Promise((resolve) => waiting.push(resolve)),
+  }
+}
+
+const connect = async (rank, link) => {
+  const { addon } = loadGlooAddon()
+  const group = new addon.Group(rank, 2, 30_000)
+  link.send({ blob: group.address() })
+  const { blob } = await link.next()
+  await group.connect(rank === 0 ? [group.address(), blob] : [blob, group.address()])
+  return group
+}
+
+/** The receiving side: for every size, receives each iteration's object and acknowledges it. */
+const peer = async () => {
+  const link = channel(process)
+  const group = await connect(1, link)
+  const ack = new Uint8Array(new SharedArrayBuffer(1))
+  for (;;) {
+    const message = await link.next()
+    if (message.done) break
+    const { bytes, iterations } = message
+    const into = new Uint8Array(new SharedArrayBuffer(bytes))
+    link.send({ ready: true })
+    for (let i = 0; i < iterations; i++) {
+      await group.receive(0, `raw-${bytes}-${i}`, [into], HOUR).promise
+      await group.send(0, `ack-${bytes}-${i}`, [ack], HOUR).promise
+    }
+    if (into[bytes - 1] !== (bytes - 1) % 251) throw new Error(`raw gloo bench: the last byte of ${bytes} arrived wrong`)
+  }
+  group.destroy()
+  process.disconnect()
+}
+
+/** Medians (ms) and throughput of a one-way addon send for each size, between this process and a child. */
+export const measureRawSend = async ({ sizes = DEFAULT_SIZES, warmups = 2, repeats = 7 } = {}) => {
+  const child = fork(fileURLToPath(import.meta.url), ["--peer"], { serialization: "advanced", stdio: "inherit" })
+  const link = channel(child)
+  try {
+    const group = await connect(0, link)
+    const ack = new Uint8Array(new SharedArrayBuffer(1))
+    const results = []
+    for (const bytes of sizes) {
+      const data = new Uint8Array(new SharedArrayBuffer(bytes))
+      for (let i = 0; i < bytes; i++) data[i] = i % 251
+      link.send({ bytes, iterations: warmups + repeats })
+      await link.next()
+      const samples = []
+      for (let i = 0; i < warmups + repeats; i++) {
+        const start = process.hrtime.bigint()
+        await group.send(1, `raw-${bytes}-${i}`, [data], HOUR).promise
+        await group.receive(1, `ack-${bytes}-${i}`, [ack], HOUR).promise
+        if (i >= warmups) samples.push(Number(process.hrtime.bigint() - start) / 1e6)
+      }
+      const medianMs = median(samples)
+      results.push({ bytes, medianMs, gbPerS: bytes / (medianMs / 1e3) / 1e9, samplesMs: samples })
+    }
+    link.send({ done: true })
+    group.destroy()
+    return { path: "gloo raw addon, one-way send + 1-byte ack, two processes", warmups, repeats, results }
+  } finally {
+    await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)))
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes("--peer")) {
+    await peer()
+  } else {
+    const sizes = process.argv.slice(2).map(Number).filter((n) => n > 0)
+    console.log(JSON.stringify(await measureRawSend(sizes.length > 0 ? { sizes } : {}), null, 2))
+  }
+}

@@ -1,0 +1,42 @@
+#pragma once
+
+#include "Job.h"
+
+#include <string>
+#include <vector>
+
+namespace tlgloo {
+
+// gloo::allreduce or gloo::broadcast in place on each tensor in turn, one tag per tensor.
+class CollectiveJob : public Job {
+ public:
+  enum class Kind { Allreduce, Broadcast };
+  enum class Op { Sum, Product, Min, Max };
+
+  struct Spec {
+    Kind kind;
+    // Allreduce: the element type of each tensor (names as in tensorlane's DType).
+    std::vector<std::string> dtypes;
+    Op op;
+    // Broadcast: the rank whose tensors everyone receives.
+    int root;
+    uint32_t firstTag;
+  };
+
+  CollectiveJob(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<PinnedBytes> memory, std::chrono::milliseconds timeout,
+                Spec spec);
+
+  // Whether gloo can reduce this dtype (broadcast moves any dtype as bytes).
+  static bool reducible(const std::string& dtype);
+  static size_t itemSize(const std::string& dtype);
+
+ protected:
+  void run() override;
+  // gloo's collectives cannot be interrupted: the ranks may now disagree on where they are.
+  void onAbort() override;
+
+ private:
+  Spec spec_;
+};
+
+}  // namespace tlgloo

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <gloo/context.h>
+#include <gloo/transport/device.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace tlgloo {
+
+// A gloo context connected in two phases through tensorlane's control plane instead of a gloo
+// rendezvous store: createPairs() gives this rank's address for each peer, connectPeer() takes the
+// address that peer made for this rank. gloo::Context keeps its transport members protected, so
+// this subclass is the way in (gloo's own rendezvous::Context does the same).
+class ExtContext : public gloo::Context {
+ public:
+  ExtContext(int rank, int size, std::chrono::milliseconds timeout);
+
+  // Addresses by peer rank; the entry of this rank is empty.
+  std::vector<std::vector<char>> createPairs(const std::shared_ptr<gloo::transport::Device>& device);
+
+  // Blocks until the TCP connection to `peer` is up (both sides call it) or the context times out.
+  void connectPeer(int peer, const std::vector<char>& address);
+
+  // Closes every pair: the device stops reading and writing for this context, and a connect in
+  // progress returns.
+  void closePairs();
+
+  // Keeps a context whose connect did not complete alive for the life of the process: gloo's TCP
+  // listener keeps callbacks into its pairs that a late connection from the peer would still call.
+  static void park(std::shared_ptr<ExtContext> context);
+};
+
+}  // namespace tlgloo

@@ -1,0 +1,211 @@
+#include "GlooGroup.h"
+
+#include "CollectiveJob.h"
+#include "ConnectJob.h"
+#include "Failure.h"
+#include "ReceiveJob.h"
+#include "SendJob.h"
+
+#include <cmath>
+#include <string>
+
+namespace tlgloo {
+
+namespace {
+
+[[noreturn]] void usage(const std::string& message) {
+  throw Failure(Failure::Kind::Usage, message);
+}
+
+// Runs a method body and turns a Failure into a JS exception carrying its code.
+template <typename F>
+Napi::Value guarded(Napi::Env env, F&& body) {
+  try {
+    return body();
+  } catch (const Failure& f) {
+    throw f.toError(env);
+  }
+}
+
+int intArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  if (!info[index].IsNumber()) usage(std::string(name) + " must be a number");
+  const double value = info[index].As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(value) || value != std::floor(value) || value < 0 || value > 1 << 20) {
+    usage(std::string(name) + " must be a small non-negative integer");
+  }
+  return static_cast<int>(value);
+}
+
+std::chrono::milliseconds timeoutArg(const Napi::CallbackInfo& info, size_t index) {
+  if (!info[index].IsNumber()) usage("timeoutMs must be a number");
+  const double ms = info[index].As<Napi::Number>().DoubleValue();
+  if (!(ms > 0)) usage("timeoutMs must be positive");
+  // Far beyond any real wait, and small enough for steady_clock arithmetic not to overflow.
+  constexpr double kLongest = 100.0 * 3600 * 1000;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(std::min(ms, kLongest))));
+}
+
+// Checked in full before anything is pinned, so that a bad argument leaves no reference behind.
+std::vector<Napi::Uint8Array> buffersArg(const Napi::CallbackInfo& info, size_t index) {
+  if (!info[index].IsArray()) usage("buffers must be an array of Uint8Array");
+  Napi::Array array = info[index].As<Napi::Array>();
+  std::vector<Napi::Uint8Array> buffers;
+  for (uint32_t i = 0; i < array.Length(); i++) {
+    Napi::Value item = array.Get(i);
+    if (!item.IsTypedArray() || item.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+      usage("buffers[" + std::to_string(i) + "] is not a Uint8Array");
+    }
+    buffers.push_back(item.As<Napi::Uint8Array>());
+  }
+  return buffers;
+}
+
+std::vector<PinnedBytes> pin(const std::vector<Napi::Uint8Array>& buffers) {
+  std::vector<PinnedBytes> pinned;
+  for (const auto& b : buffers) pinned.emplace_back(b);
+  return pinned;
+}
+
+}  // namespace
+
+Napi::Function GlooGroup::Define(Napi::Env env) {
+  return DefineClass(env, "Group",
+                     {
+                         InstanceAccessor<&GlooGroup::Rank>("rank"),
+                         InstanceAccessor<&GlooGroup::Size>("size"),
+                         InstanceAccessor<&GlooGroup::Broken>("broken"),
+                         InstanceMethod<&GlooGroup::Address>("address"),
+                         InstanceMethod<&GlooGroup::Connect>("connect"),
+                         InstanceMethod<&GlooGroup::Send>("send"),
+                         InstanceMethod<&GlooGroup::Receive>("receive"),
+                         InstanceMethod<&GlooGroup::Allreduce>("allreduce"),
+                         InstanceMethod<&GlooGroup::Broadcast>("broadcast"),
+                         InstanceMethod<&GlooGroup::Destroy>("destroy"),
+                     });
+}
+
+GlooGroup::GlooGroup(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GlooGroup>(info) {
+  guarded(info.Env(), [&]() -> Napi::Value {
+    const int rank = intArg(info, 0, "rank");
+    const int size = intArg(info, 1, "size");
+    if (size < 1 || rank >= size) usage("rank " + std::to_string(rank) + " is not in a group of " + std::to_string(size));
+    state_ = std::make_shared<GroupState>(rank, size, timeoutArg(info, 2));
+    return info.Env().Undefined();
+  });
+}
+
+GlooGroup::~GlooGroup() {
+  if (state_ != nullptr) state_->close();
+}
+
+Napi::Value GlooGroup::Rank(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), state_->rank());
+}
+
+Napi::Value GlooGroup::Size(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), state_->size());
+}
+
+Napi::Value GlooGroup::Broken(const Napi::CallbackInfo& info) {
+  const std::string reason = state_->brokenReason();
+  return reason.empty() ? info.Env().Undefined() : Napi::String::New(info.Env(), reason);
+}
+
+Napi::Value GlooGroup::Address(const Napi::CallbackInfo& info) {
+  const auto& blob = state_->blob();
+  Napi::Uint8Array out = Napi::Uint8Array::New(info.Env(), blob.size());
+  std::copy(blob.begin(), blob.end(), out.Data());
+  return out;
+}
+
+Napi::Value GlooGroup::Connect(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    if (!info[0].IsArray()) usage("connect() takes the array of every rank's address blob");
+    Napi::Array array = info[0].As<Napi::Array>();
+    std::vector<std::vector<uint8_t>> blobs;
+    for (uint32_t i = 0; i < array.Length(); i++) {
+      Napi::Value item = array.Get(i);
+      if (!item.IsTypedArray() || item.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+        throw Failure(Failure::Kind::Protocol, "the address blob of rank " + std::to_string(i) + " is not a Uint8Array");
+      }
+      Napi::Uint8Array bytes = item.As<Napi::Uint8Array>();
+      blobs.emplace_back(bytes.Data(), bytes.Data() + bytes.ByteLength());
+    }
+    auto job = std::make_shared<ConnectJob>(info.Env(), state_, state_->peerAddresses(blobs));
+    return job->start(info.Env()).Get("promise");
+  });
+}
+
+Napi::Value GlooGroup::Transfer(const Napi::CallbackInfo& info, bool sending) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    const int peer = intArg(info, 0, "peer");
+    if (peer >= state_->size() || peer == state_->rank()) {
+      usage("rank " + std::to_string(peer) + " is not a peer of rank " + std::to_string(state_->rank()) + " in a group of " +
+            std::to_string(state_->size()));
+    }
+    if (!info[1].IsString()) usage("objectId must be a string");
+    const std::string objectId = info[1].As<Napi::String>().Utf8Value();
+    const auto buffers = buffersArg(info, 2);
+    const auto timeout = timeoutArg(info, 3);
+    std::vector<PinnedBytes> memory = pin(buffers);
+    std::shared_ptr<Job> job;
+    if (sending) job = std::make_shared<SendJob>(info.Env(), state_, std::move(memory), timeout, peer, objectId);
+    else job = std::make_shared<ReceiveJob>(info.Env(), state_, std::move(memory), timeout, peer, objectId);
+    return job->start(info.Env());
+  });
+}
+
+Napi::Value GlooGroup::Send(const Napi::CallbackInfo& info) {
+  return Transfer(info, true);
+}
+
+Napi::Value GlooGroup::Receive(const Napi::CallbackInfo& info) {
+  return Transfer(info, false);
+}
+
+Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    const auto buffers = buffersArg(info, 0);
+    if (!info[1].IsArray() || info[1].As<Napi::Array>().Length() != buffers.size()) usage("dtypes must name the dtype of every buffer");
+    CollectiveJob::Spec spec{CollectiveJob::Kind::Allreduce, {}, CollectiveJob::Op::Sum, 0, 0};
+    Napi::Array dtypes = info[1].As<Napi::Array>();
+    for (uint32_t i = 0; i < dtypes.Length(); i++) {
+      const std::string dtype = dtypes.Get(i).ToString().Utf8Value();
+      if (!CollectiveJob::reducible(dtype)) throw Failure(Failure::Kind::DType, "gloo cannot reduce " + dtype);
+      if (buffers[i].ByteLength() % CollectiveJob::itemSize(dtype) != 0) {
+        usage("buffers[" + std::to_string(i) + "] is not a whole number of " + dtype + " elements");
+      }
+      spec.dtypes.push_back(dtype);
+    }
+    const std::string op = info[2].ToString().Utf8Value();
+    if (op == "sum") spec.op = CollectiveJob::Op::Sum;
+    else if (op == "product") spec.op = CollectiveJob::Op::Product;
+    else if (op == "min") spec.op = CollectiveJob::Op::Min;
+    else if (op == "max") spec.op = CollectiveJob::Op::Max;
+    else usage("unknown reduce op \"" + op + "\"");
+    const auto timeout = timeoutArg(info, 3);
+    spec.firstTag = state_->takeTags(static_cast<uint32_t>(buffers.size()));
+    auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
+    return job->start(info.Env());
+  });
+}
+
+Napi::Value GlooGroup::Broadcast(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    const auto buffers = buffersArg(info, 0);
+    const int root = intArg(info, 1, "root");
+    if (root >= state_->size()) usage("root " + std::to_string(root) + " is not a rank of a group of " + std::to_string(state_->size()));
+    const auto timeout = timeoutArg(info, 2);
+    CollectiveJob::Spec spec{CollectiveJob::Kind::Broadcast, {}, CollectiveJob::Op::Sum, root, 0};
+    spec.firstTag = state_->takeTags(static_cast<uint32_t>(buffers.size()));
+    auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
+    return job->start(info.Env());
+  });
+}
+
+Napi::Value GlooGroup::Destroy(const Napi::CallbackInfo& info) {
+  state_->close();
+  return info.Env().Undefined();
+}
+
+}  // namespace tlgloo

@@ -1,0 +1,36 @@
+#pragma once
+
+#include "GroupState.h"
+
+#include <napi.h>
+
+#include <memory>
+
+namespace tlgloo {
+
+// The JS class `Group`: one rank's membership of a gloo group (see src/AddonTypes.ts for its surface).
+class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+
+  explicit GlooGroup(const Napi::CallbackInfo& info);
+  ~GlooGroup() override;
+
+ private:
+  Napi::Value Rank(const Napi::CallbackInfo& info);
+  Napi::Value Size(const Napi::CallbackInfo& info);
+  Napi::Value Broken(const Napi::CallbackInfo& info);
+  Napi::Value Address(const Napi::CallbackInfo& info);
+  Napi::Value Connect(const Napi::CallbackInfo& info);
+  Napi::Value Send(const Napi::CallbackInfo& info);
+  Napi::Value Receive(const Napi::CallbackInfo& info);
+  Napi::Value Allreduce(const Napi::CallbackInfo& info);
+  Napi::Value Broadcast(const Napi::CallbackInfo& info);
+  Napi::Value Destroy(const Napi::CallbackInfo& info);
+
+  Napi::Value Transfer(const Napi::CallbackInfo& info, bool sending);
+
+  std::shared_ptr<GroupState> state_;
+};
+
+}  // namespace tlgloo

@@ -1,0 +1,150 @@
+#include "GroupState.h"
+
+#include "AddressBlob.h"
+#include "Device.h"
+#include "Failure.h"
+#include "Job.h"
+
+#include <gloo/common/error.h>
+
+#include <algorithm>
+
+namespace tlgloo {
+
+GroupState::GroupState(int rank, int size, std::chrono::milliseconds connectTimeout)
+    : rank_(rank), size_(size), context_(std::make_shared<ExtContext>(rank, size, connectTimeout)) {
+  blob_ = AddressBlob::pack(rank, size, context_->createPairs(Device::shared()));
+}
+
+std::vector<std::vector<char>> GroupState::peerAddresses(const std::vector<std::vector<uint8_t>>& blobs) const {
+  if (blobs.size() != static_cast<size_t>(size_)) {
+    throw Failure(Failure::Kind::Protocol, "the all-gather returned " + std::to_string(blobs.size()) + " address blobs for a group of " +
+                                               std::to_string(size_));
+  }
+  std::vector<std::vector<char>> addresses(size_);
+  for (int owner = 0; owner < size_; owner++) {
+    if (owner == rank_) continue;
+    addresses[owner] = AddressBlob::addressFor(blobs[owner].data(), blobs[owner].size(), owner, size_, rank_);
+  }
+  return addresses;
+}
+
+void GroupState::connect(const std::vector<std::vector<char>>& addresses) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (phase_ == Phase::Closed) throw Failure(Failure::Kind::Closed, "the group was destroyed before it connected");
+    if (phase_ != Phase::Created) throw Failure(Failure::Kind::Usage, "connect() was called twice");
+    phase_ = Phase::Connecting;
+  }
+  try {
+    for (int peer = 0; peer < size_; peer++) {
+      if (peer != rank_) context_->connectPeer(peer, addresses[peer]);
+    }
+  } catch (const std::exception& e) {
+    ExtContext::park(context_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (phase_ == Phase::Closed) throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+    }
+    const std::string reason = std::string("connecting the gloo pairs failed: ") + e.what();
+    markBroken(reason);
+    const bool timedOut = std::string(e.what()).find("timeout") != std::string::npos;
+    throw Failure(timedOut ? Failure::Kind::Timeout : Failure::Kind::Io, reason);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ == Phase::Closed) {
+    // close() ended the connect by closing the pairs; some may have connected, some not.
+    ExtContext::park(context_);
+    throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+  }
+  phase_ = Phase::Connected;
+}
+
+std::shared_ptr<ExtContext> GroupState::context() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ == Phase::Closed) throw Failure(Failure::Kind::Closed, "the group was destroyed");
+  if (!broken_.empty()) throw Failure(Failure::Kind::Broken, broken_);
+  if (phase_ != Phase::Connected) throw Failure(Failure::Kind::Usage, "the group is not connected yet");
+  return context_;
+}
+
+void GroupState::markBroken(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_.empty()) broken_ = reason;
+}
+
+std::string GroupState::brokenReason() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_;
+}
+
+uint32_t GroupState::takeTags(uint32_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint32_t first = nextTag_;
+  nextTag_ += count;
+  return first;
+}
+
+void GroupState::attach(const std::shared_ptr<Job>& job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  jobs_.erase(std::remove_if(jobs_.begin(), jobs_.end(), [](const std::weak_ptr<Job>& j) { return j.expired(); }), jobs_.end());
+  jobs_.push_back(job);
+}
+
+void GroupState::detach(const Job* job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  jobs_.erase(std::remove_if(jobs_.begin(), jobs_.end(),
+                             [job](const std::weak_ptr<Job>& j) {
+                               auto live = j.lock();
+                               return live == nullptr || live.get() == job;
+                             }),
+              jobs_.end());
+}
+
+bool GroupState::retire(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<std::shared_ptr<void>>& owned) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ == Phase::Closed) return false;
+  for (auto& b : buffers) retiredBuffers_.push_back(std::move(b));
+  for (auto& o : owned) retiredOwned_.push_back(std::move(o));
+  buffers.clear();
+  owned.clear();
+  return true;
+}
+
+bool GroupState::retirePinned(std::vector<PinnedBytes>& pinned) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ == Phase::Closed) return false;
+  for (auto& p : pinned) retiredPinned_.push_back(std::move(p));
+  pinned.clear();
+  return true;
+}
+
+void GroupState::close() {
+  std::vector<std::shared_ptr<Job>> running;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (phase_ == Phase::Closed) return;
+    phase_ = Phase::Closed;
+    for (auto& j : jobs_) {
+      if (auto live = j.lock()) running.push_back(live);
+    }
+    jobs_.clear();
+  }
+  for (auto& job : running) job->abort();
+  context_->closePairs();
+  // Closed pairs no longer touch any buffer: what was retired can go, buffers before their memory.
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
+  std::vector<std::shared_ptr<void>> owned;
+  std::vector<PinnedBytes> pinned;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    buffers.swap(retiredBuffers_);
+    owned.swap(retiredOwned_);
+    pinned.swap(retiredPinned_);
+  }
+  buffers.clear();
+  owned.clear();
+  for (auto& p : pinned) p.release();
+}
+
+}  // namespace tlgloo

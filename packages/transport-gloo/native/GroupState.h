@@ -1,0 +1,82 @@
+#pragma once
+
+#include "ExtContext.h"
+#include "PinnedBytes.h"
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tlgloo {
+
+class Job;
+
+// One rank's membership of a group, shared by its JS wrapper and the native threads of its jobs.
+// Owns the gloo context; knows whether the group still works (a gloo timeout or I/O error poisons
+// the whole context, so it is then "broken" until destroyed and created again) and keeps what gloo
+// may still touch after an aborted operation until the pairs are closed.
+class GroupState {
+ public:
+  GroupState(int rank, int size, std::chrono::milliseconds connectTimeout);
+  GroupState(const GroupState&) = delete;
+  GroupState& operator=(const GroupState&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // This rank's contribution to the all-gather (see AddressBlob).
+  const std::vector<uint8_t>& blob() const { return blob_; }
+
+  // JS thread: the address each peer made for this rank, from every rank's blob; Failure(Protocol)
+  // for a malformed one.
+  std::vector<std::vector<char>> peerAddresses(const std::vector<std::vector<uint8_t>>& blobs) const;
+
+  // Native thread: connects every pair (blocking). Failure(Closed) when the group is destroyed meanwhile.
+  void connect(const std::vector<std::vector<char>>& addresses);
+
+  // The context an operation runs on; Failure when the group is not connected, broken or destroyed.
+  std::shared_ptr<ExtContext> context();
+
+  void markBroken(const std::string& reason);
+  std::string brokenReason();
+
+  // JS thread: collective tags, taken in call order so that every rank numbers its collectives alike.
+  uint32_t takeTags(uint32_t count);
+
+  void attach(const std::shared_ptr<Job>& job);
+  void detach(const Job* job);
+
+  // Posted-but-unfinished buffers of an aborted operation, and memory they point into. Destroying
+  // such a buffer wedges its pair (gloo stalls on a message for a vanished buffer), so they live
+  // until close(). False (and nothing kept) once the group is closed.
+  bool retire(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<std::shared_ptr<void>>& owned);
+  // JS thread: the tensor memory of such an operation. False (nothing kept) once closed.
+  bool retirePinned(std::vector<PinnedBytes>& pinned);
+
+  // JS thread: aborts running jobs, closes the pairs, then drops what was retired. Idempotent.
+  void close();
+
+ private:
+  enum class Phase { Created, Connecting, Connected, Closed };
+
+  const int rank_;
+  const int size_;
+  std::shared_ptr<ExtContext> context_;
+  std::vector<uint8_t> blob_;
+
+  std::mutex mutex_;
+  Phase phase_ = Phase::Created;
+  std::string broken_;
+  uint32_t nextTag_ = 1;
+  std::vector<std::weak_ptr<Job>> jobs_;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> retiredBuffers_;
+  std::vector<std::shared_ptr<void>> retiredOwned_;
+  std::vector<PinnedBytes> retiredPinned_;
+};
+
+}  // namespace tlgloo

@@ -1,0 +1,83 @@
+#pragma once
+
+#include "Failure.h"
+#include "GroupState.h"
+#include "PinnedBytes.h"
+
+#include <napi.h>
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace tlgloo {
+
+// One blocking operation of a group (connect, send, receive, a collective), run on a thread of its
+// own: a long gloo wait must never hold the JS thread nor one of libuv's few pool threads. Its
+// promise settles on the JS thread through a thread-safe function.
+class Job : public std::enable_shared_from_this<Job> {
+ public:
+  Job(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<PinnedBytes> memory, std::chrono::milliseconds timeout);
+  virtual ~Job() = default;
+
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+  // JS thread: starts the thread and returns { promise, abort } for JS.
+  Napi::Object start(Napi::Env env);
+
+  // Any thread: ends the job's waits (gloo's abortWaitSend/abortWaitRecv); it then fails as aborted.
+  void abort();
+
+ protected:
+  enum class Direction { Send, Recv };
+
+  virtual void run() = 0;
+  // Called once by abort(), for jobs whose gloo calls cannot be interrupted.
+  virtual void onAbort() {}
+
+  GroupState& group() const { return *group_; }
+  const std::vector<PinnedBytes>& memory() const { return memory_; }
+
+  // Registers a buffer before the caller posts it, so that abort() reaches its wait and an aborted
+  // job retires it; Failure(Aborted) instead once the job is aborted.
+  gloo::transport::UnboundBuffer& track(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, Direction direction);
+  // Memory of the job's own that tracked buffers point into (kept as long as they are).
+  void own(std::shared_ptr<void> memory);
+  // Waits for every tracked buffer not yet waited for; Failure(Aborted) when aborted.
+  void waitAll();
+  bool aborted();
+  // Time left before the job's gloo timeout (at least 1 ms: gloo reads 0 as "no timeout").
+  std::chrono::milliseconds remaining() const;
+
+ private:
+  struct Tracked {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    Direction direction;
+    bool done;
+  };
+
+  void execute();
+  void settle(Napi::Env env);
+
+  Napi::Promise::Deferred deferred_;
+  Napi::ThreadSafeFunction tsfn_;
+  std::shared_ptr<GroupState> group_;
+  std::vector<PinnedBytes> memory_;
+  const std::chrono::steady_clock::time_point deadline_;
+
+  std::mutex mutex_;
+  bool aborted_ = false;
+  bool finished_ = false;
+  std::vector<Tracked> tracked_;
+  std::vector<std::shared_ptr<void>> owned_;
+
+  // Written by the job's thread before it hands over to the JS thread.
+  std::optional<Failure> failure_;
+  bool memoryRetired_ = false;
+};
+
+}  // namespace tlgloo

@@ -1,0 +1,17 @@
+#pragma once
+
+#include "PairJob.h"
+
+namespace tlgloo {
+
+// The producer's half of a transfer: the object's header, then every tensor straight from its
+// memory, each to its own slot on the pair to the peer.
+class SendJob : public PairJob {
+ public:
+  using PairJob::PairJob;
+
+ protected:
+  void run() override;
+};
+
+}  // namespace tlgloo

@@ -1,0 +1,52 @@
+/**
+ * The surface of the native addon (`build/Release/tensorlane_gloo.node`), written by hand from
+ * native/GlooGroup.cc and native/Addon.cc. Errors it throws or rejects with carry a `code`.
+ */
+
+/** What went wrong, as the addon classifies it (the transport maps each to a typed tensorlane error). */
+export type NativeFailureCode = "protocol" | "timeout" | "io" | "aborted" | "broken" | "closed" | "usage" | "dtype"
+
+export interface NativeFailure extends Error {
+  readonly code: NativeFailureCode
+}
+
+/** One blocking operation running on a native thread. */
+export interface NativeOperation {
+  readonly promise: Promise<void>
+  /** Ends the operation's gloo waits; its promise then rejects with code "aborted" (a collective instead breaks the group). */
+  readonly abort: () => void
+}
+
+/** One rank's membership of a gloo group: a gloo context with one TCP pair per peer. */
+export interface NativeGroup {
+  readonly rank: number
+  readonly size: number
+  /** Why the group no longer works (a gloo timeout or I/O error poisons its context), else undefined. */
+  readonly broken: string | undefined
+  /** This rank's blob for the all-gather: the address of each of its pairs. */
+  address(): Uint8Array
+  /** Connects every pair with every rank's blob (by rank); throws code "protocol" for a malformed blob. */
+  connect(blobs: ReadonlyArray<Uint8Array>): Promise<void>
+  /** Sends every buffer to `peer` under slots derived from `objectId`. */
+  send(peer: number, objectId: string, buffers: ReadonlyArray<Uint8Array>, timeoutMs: number): NativeOperation
+  /** Receives into every buffer from `peer`: exactly their lengths, after checking the sender's header. */
+  receive(peer: number, objectId: string, buffers: ReadonlyArray<Uint8Array>, timeoutMs: number): NativeOperation
+  /** In place, one tensor after the other; `dtypes` names each buffer's element type. */
+  allreduce(
+    buffers: ReadonlyArray<Uint8Array>,
+    dtypes: ReadonlyArray<string>,
+    op: "sum" | "product" | "min" | "max",
+    timeoutMs: number,
+  ): NativeOperation
+  /** In place: the root's buffers overwrite everyone else's. */
+  broadcast(buffers: ReadonlyArray<Uint8Array>, root: number, timeoutMs: number): NativeOperation
+  /** Aborts running operations and closes the pairs; later operations reject with code "closed". */
+  destroy(): void
+}
+
+export interface GlooAddon {
+  readonly Group: new (rank: number, size: number, connectTimeoutMs: number) => NativeGroup
+  /** Opens (or reuses) the process's gloo TCP device and describes it. */
+  readonly deviceAddress: () => string
+  readonly glooVersion: string
+}

@@ -1,0 +1,219 @@
+/**
+ * The `gloo` tensor transport: two-sided CPU transfers between the members of a collective group
+ * over Gloo's TCP pairs, straight from the producer's tensor memory into the consumer's. Every
+ * blocking gloo call runs on a native thread of the addon, so transfers progress while the
+ * process's JS threads are busy; the runtime's AbortSignal ends a wait (timeouts, dead peers).
+ */
+import {
+  DTypeError,
+  DeviceError,
+  GroupConflictError,
+  MissingGroupError,
+  ShapeError,
+  type Tensor,
+  TransferError,
+  defineTransport,
+} from "@tensorlane/core"
+import type { NativeGroup, NativeOperation } from "./AddonTypes.js"
+import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
+import { loadAddon } from "./internal/loadAddon.js"
+
+/** The dtypes gloo reduces (its math on float16 included); broadcast moves every dtype. */
+export const reducibleDTypes: ReadonlyArray<string> = [
+  "float32",
+  "float64",
+  "float16",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+]
+
+const DEFAULT_WAIT_TIMEOUT_MS = 60 * 60 * 1000
+const DEFAULT_CONNECT_TIMEOUT_MS = 120_000
+
+/**
+ * The backstop of every gloo wait. The runtime's AbortSignal carries a transfer's real timeout and
+ * aborts the wait without harm; a gloo timeout instead poisons the group, so it must come last.
+ */
+const waitTimeoutMs = (): number => {
+  const configured = Number(process.env.TENSORLANE_GLOO_WAIT_TIMEOUT_MS)
+  return Number.isFinite(configured) && configured > 0 ? configured : DEFAULT_WAIT_TIMEOUT_MS
+}
+
+/**
+ * gloo waits up to 5x its context timeout for the passive side of a connection, and the active
+ * side only needs the peer's always-listening device: a fifth of the group's timeout bounds both.
+ */
+const contextTimeoutMs = (setupTimeoutMs: number): number =>
+  Math.max(1000, (Number.isFinite(setupTimeoutMs) && setupTimeoutMs > 0 ? setupTimeoutMs : DEFAULT_CONNECT_TIMEOUT_MS) / 5)
+
+interface Group {
+  readonly name: string
+  readonly native: NativeGroup
+}
+
+const groups = new Map<string, Group>()
+
+const groupOf = (name: string): Group => {
+  const group = groups.get(name)
+  if (group === undefined) {
+    throw new MissingGroupError({
+      message: `process ${process.pid} is not in gloo group "${name}" (destroyed, or never created here); create one with cluster.createCollectiveGroup(actors, { backend: "gloo" })`,
+      backend: TRANSPORT,
+    })
+  }
+  return group
+}
+
+/** Runs a native operation until it settles, or until the signal aborts it: then at once with the signal's reason. */
+const run = (start: () => NativeOperation, signal: AbortSignal, what: string, timeoutMs: number): Promise<void> => {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  let operation: NativeOperation
+  try {
+    operation = start()
+  } catch (error) {
+    return Promise.reject(toTensorlaneError(error, what, timeoutMs))
+  }
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      operation.abort()
+      reject(signal.reason)
+    }
+    signal.addEventListener("abort", onAbort, { once: true })
+    operation.promise.then(
+      () => {
+        signal.removeEventListener("abort", onAbort)
+        resolve()
+      },
+      (error) => {
+        signal.removeEventListener("abort", onAbort)
+        reject(toTensorlaneError(error, what, timeoutMs))
+      },
+    )
+  })
+}
+
+const requireCpu = (t: Tensor, what: string): void => {
+  if (t.device !== "cpu") {
+    throw new DeviceError({ message: `${what}: a tensor on ${t.device} cannot travel over gloo, which moves cpu memory`, device: t.device, transport: TRANSPORT })
+  }
+}
+
+/** The bytes of a tensor that a collective updates in place. */
+const inPlaceBytes = (t: Tensor, what: string): Uint8Array => {
+  requireCpu(t, what)
+  if (!t.isContiguous()) {
+    throw new ShapeError({ message: `${what}: gloo works in place on contiguous tensors only; pass t.contiguous() and use that tensor` })
+  }
+  return t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)
+}
+
+const destroy = (name: string): void => {
+  const group = groups.get(name)
+  if (group === undefined) return
+  groups.delete(name)
+  group.native.destroy()
+}
+
+export const gloo = defineTransport({
+  name: TRANSPORT,
+  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true },
+
+  createGroup: async (setup) => {
+    if (groups.has(setup.name)) {
+      throw new GroupConflictError({ message: `gloo group "${setup.name}" already exists in process ${process.pid}`, backend: TRANSPORT })
+    }
+    const what = `creating gloo group "${setup.name}" (rank ${setup.rank} of ${setup.worldSize})`
+    const timeoutMs = contextTimeoutMs(setup.timeoutMs)
+    const { addon } = loadAddon()
+    let native: NativeGroup
+    try {
+      native = new addon.Group(setup.rank, setup.worldSize, timeoutMs)
+    } catch (error) {
+      throw toTensorlaneError(error, what, timeoutMs)
+    }
+    const group: Group = { name: setup.name, native }
+    groups.set(setup.name, group)
+    try {
+      const blobs = await setup.allGather(native.address())
+      if (groups.get(setup.name) !== group) throw new TransferError({ message: `${what}: the group was destroyed meanwhile`, transport: TRANSPORT })
+      await native.connect(blobs)
+    } catch (error) {
+      if (groups.get(setup.name) === group) groups.delete(setup.name)
+      native.destroy()
+      throw toTensorlaneError(error, what, timeoutMs)
+    }
+  },
+
+  destroyGroup: async (name) => destroy(name),
+
+  // async: a refusal must reject, as the runtime expects of every transfer, never throw.
+  send: async ({ object, group, toRank, signal }) => {
+    const what = `gloo send of ${object.objectId} to rank ${toRank} in group "${group}"`
+    const { native } = groupOf(group)
+    const buffers = object.tensors.map((t) => {
+      requireCpu(t, what)
+      // A view without copying when contiguous; a strided view is packed into a fresh buffer.
+      return t.contiguousBytes()
+    })
+    const timeoutMs = waitTimeoutMs()
+    await run(() => native.send(toRank, object.objectId, buffers, timeoutMs), signal, what, timeoutMs)
+  },
+
+  receive: async ({ objectId, group, fromRank, tensors, into, signal }) => {
+    const what = `gloo receive of ${objectId} from rank ${fromRank} in group "${group}"`
+    const { native } = groupOf(group)
+    if (into.length !== tensors.length) {
+      throw new ShapeError({ message: `${what}: ${into.length} destination tensors for an object of ${tensors.length}` })
+    }
+    const buffers = into.map((t, i) => {
+      requireCpu(t, what)
+      if (!t.isContiguous() || t.nbytes !== tensors[i].nbytes) {
+        throw new ShapeError({
+          message: `${what}: destination tensor ${i} must be contiguous and hold ${tensors[i].nbytes} bytes (it holds ${t.nbytes})`,
+        })
+      }
+      return t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)
+    })
+    const timeoutMs = waitTimeoutMs()
+    await run(() => native.receive(fromRank, objectId, buffers, timeoutMs), signal, what, timeoutMs)
+  },
+
+  allreduce: async ({ group, tensors, op, signal }) => {
+    const what = `gloo allreduce (${op}) in group "${group}"`
+    const { native } = groupOf(group)
+    for (const t of tensors) {
+      if (!reducibleDTypes.includes(t.dtype)) {
+        throw new DTypeError({ message: `${what}: gloo cannot reduce ${t.dtype}; it reduces ${reducibleDTypes.join(", ")}` })
+      }
+    }
+    const buffers = tensors.map((t) => inPlaceBytes(t, what))
+    const timeoutMs = waitTimeoutMs()
+    await run(() => native.allreduce(buffers, tensors.map((t) => t.dtype), op, timeoutMs), signal, what, timeoutMs)
+  },
+
+  broadcast: async ({ group, tensors, root, signal }) => {
+    const what = `gloo broadcast from rank ${root} in group "${group}"`
+    const { native } = groupOf(group)
+    if (!Number.isInteger(root) || root < 0 || root >= native.size) {
+      throw new TransferError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})`, transport: TRANSPORT })
+    }
+    const buffers = tensors.map((t) => inPlaceBytes(t, what))
+    const timeoutMs = waitTimeoutMs()
+    await run(() => native.broadcast(buffers, root, timeoutMs), signal, what, timeoutMs)
+  },
+
+  // Gloo registers no memory: there is never anything to release or to report.
+  inspect: () => ({ registrations: [] }),
+
+  close: () => {
+    for (const name of [...groups.keys()]) destroy(name)
+  },
+})
+
+export default gloo

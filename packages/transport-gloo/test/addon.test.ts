@@ -1,0 +1,192 @@
+/**
+ * The addon alone, between child processes (one gloo device each): connecting through exchanged
+ * blobs, transfers with byte checks, aborts, a timeout that poisons the context, collectives, and
+ * malformed address blobs.
+ */
+import { createRequire } from "node:module"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { GlooAddon } from "../src/AddonTypes.ts"
+import { Peer, connectGroup, failureOf } from "./fixtures/peers.ts"
+
+const KiB = 1024
+const MiB = 1024 * KiB
+
+let peers: Array<Peer>
+
+const transfer = async (from: Peer, fromRank: number, to: Peer, toRank: number, objectId: string, sizes: ReadonlyArray<number>) => {
+  const names = sizes.map((_, i) => `${objectId}/${i}`)
+  await Promise.all(sizes.map((bytes, i) => from.call("alloc", { name: names[i], bytes, seed: i + 1 })))
+  await Promise.all(sizes.map((bytes, i) => to.call("alloc", { name: `${names[i]}/in`, bytes })))
+  await Promise.all([
+    from.call("send", { peer: toRank, objectId, names }),
+    to.call("receive", { peer: fromRank, objectId, names: names.map((n) => `${n}/in`) }),
+  ])
+  for (let i = 0; i < sizes.length; i++) {
+    expect(await to.call("digest", { name: `${names[i]}/in` }), `${objectId} tensor ${i}`).toBe(
+      await from.call("expected", { bytes: sizes[i], seed: i + 1 }),
+    )
+  }
+}
+
+beforeAll(async () => {
+  peers = await Promise.all([Peer.spawn(), Peer.spawn(), Peer.spawn()])
+  await connectGroup(peers)
+})
+
+afterAll(() => {
+  for (const p of peers ?? []) p.kill()
+})
+
+describe("point to point", () => {
+  it("moves 4 KiB and 64 MiB byte for byte", async () => {
+    await transfer(peers[0], 0, peers[1], 1, "small", [4 * KiB])
+    await transfer(peers[1], 1, peers[0], 0, "large", [64 * MiB])
+  })
+
+  it("moves several tensors of one object, empty and odd-sized ones included", async () => {
+    await transfer(peers[0], 0, peers[2], 2, "multi", [4 * KiB, 0, 3, 1 * MiB + 5])
+  })
+
+  it("runs transfers on different pairs at once, and the same object twice to one peer", async () => {
+    await Promise.all([
+      transfer(peers[0], 0, peers[1], 1, "a", [8 * MiB]),
+      transfer(peers[1], 1, peers[2], 2, "b", [8 * MiB]),
+      transfer(peers[2], 2, peers[0], 0, "c", [8 * MiB]),
+    ])
+    await peers[0].call("alloc", { name: "twice", bytes: 64 * KiB, seed: 9 })
+    await peers[1].call("alloc", { name: "twice/1", bytes: 64 * KiB })
+    await peers[1].call("alloc", { name: "twice/2", bytes: 64 * KiB })
+    await Promise.all([
+      peers[0].call("send", { op: "s1", peer: 1, objectId: "twice", names: ["twice"] }),
+      peers[0].call("send", { op: "s2", peer: 1, objectId: "twice", names: ["twice"] }),
+      peers[1].call("receive", { op: "r1", peer: 0, objectId: "twice", names: ["twice/1"] }),
+      peers[1].call("receive", { op: "r2", peer: 0, objectId: "twice", names: ["twice/2"] }),
+    ])
+    const expected = await peers[0].call("digest", { name: "twice" })
+    expect(await peers[1].call("digest", { name: "twice/1" })).toBe(expected)
+    expect(await peers[1].call("digest", { name: "twice/2" })).toBe(expected)
+  })
+
+  it("a receive whose sizes differ from what the sender announces fails with a protocol error", async () => {
+    await peers[0].call("alloc", { name: "mismatch", bytes: 4 * KiB, seed: 3 })
+    await peers[2].call("alloc", { name: "mismatch/in", bytes: 8 * KiB })
+    const receiving = peers[2].call("receive", { peer: 0, objectId: "mismatch", names: ["mismatch/in"] })
+    const sending = peers[0].call("send", { peer: 2, objectId: "mismatch", names: ["mismatch"], timeoutMs: 60_000 })
+    const failure = await failureOf(receiving)
+    expect(failure.code).toBe("protocol")
+    expect(failure.message).toMatch(/4096 bytes, expected 8192/)
+    // The sender's data now waits for a receive that never comes: abort it, then rebuild the 0-2 pair's group.
+    await peers[0].call("abort", { op: "mismatch" })
+    expect((await failureOf(sending)).code).toBe("aborted")
+    expect(await peers[2].call("broken")).toMatch(/announced other data/)
+    await Promise.all(peers.map((p) => p.call("destroy")))
+    await connectGroup(peers)
+  })
+})
+
+describe("aborts and timeouts", () => {
+  it("aborting a pending receive ends it at once and leaves the group usable", async () => {
+    await peers[1].call("alloc", { name: "never/in", bytes: 4 * KiB })
+    const pending = peers[1].call("receive", { op: "never", peer: 0, objectId: "never", names: ["never/in"] })
+    await new Promise((r) => setTimeout(r, 200))
+    const started = Date.now()
+    await peers[1].call("abort", { op: "never" })
+    expect((await failureOf(pending)).code).toBe("aborted")
+    expect(Date.now() - started).toBeLessThan(1000)
+    expect(await peers[1].call("broken")).toBeUndefined()
+    await transfer(peers[0], 0, peers[1], 1, "after-abort", [64 * KiB])
+  })
+
+  it("a gloo timeout poisons the context; destroying and re-creating the group recovers", async () => {
+    await peers[2].call("alloc", { name: "late/in", bytes: 4 * KiB })
+    const failure = await failureOf(peers[2].call("receive", { peer: 1, objectId: "late", names: ["late/in"], timeoutMs: 300 }))
+    expect(failure.code).toBe("timeout")
+    expect(await peers[2].call("broken")).toMatch(/Timed out/)
+    // Fails fast from now on, on every pair of the poisoned context.
+    await peers[2].call("alloc", { name: "x", bytes: 16 })
+    const started = Date.now()
+    expect((await failureOf(peers[2].call("send", { peer: 0, objectId: "x", names: ["x"] }))).code).toBe("broken")
+    expect(Date.now() - started).toBeLessThan(1000)
+    await Promise.all(peers.map((p) => p.call("destroy")))
+    await connectGroup(peers)
+    await transfer(peers[1], 1, peers[2], 2, "recovered", [1 * MiB])
+  })
+})
+
+describe("collectives", () => {
+  it("allreduce sums, maxes and multiplies in place on every rank", async () => {
+    await Promise.all(
+      peers.map(async (p, rank) => {
+        await p.call("write", { name: "f", dtype: "float32", values: [rank + 1, 0.5, -rank] })
+        await p.call("write", { name: "i", dtype: "int64", values: [rank * 10, -rank] })
+      }),
+    )
+    await Promise.all(peers.map((p) => p.call("allreduce", { names: ["f"], dtypes: ["float32"], reduce: "sum" })))
+    await Promise.all(peers.map((p) => p.call("allreduce", { names: ["i"], dtypes: ["int64"], reduce: "max" })))
+    for (const p of peers) {
+      expect(await p.call("read", { name: "f", dtype: "float32" })).toEqual([6, 1.5, -3])
+      expect(await p.call("read", { name: "i", dtype: "int64" })).toEqual([20, 0])
+    }
+    await Promise.all(peers.map((p, rank) => p.call("write", { name: "d", dtype: "float64", values: [rank + 2, 1] })))
+    await Promise.all(peers.map((p) => p.call("allreduce", { names: ["d"], dtypes: ["float64"], reduce: "product" })))
+    expect(await peers[2].call("read", { name: "d", dtype: "float64" })).toEqual([24, 1])
+  })
+
+  it("broadcast overwrites every rank's tensors with the root's", async () => {
+    await Promise.all(peers.map((p, rank) => p.call("write", { name: "b", dtype: "int32", values: [rank, rank, rank, rank] })))
+    await Promise.all(peers.map((p, rank) => p.call("write", { name: "b2", dtype: "uint8", values: [rank * 7, 1] })))
+    await Promise.all(peers.map((p) => p.call("broadcast", { names: ["b", "b2"], root: 1 })))
+    for (const p of peers) {
+      expect(await p.call("read", { name: "b", dtype: "int32" })).toEqual([1, 1, 1, 1])
+      expect(await p.call("read", { name: "b2", dtype: "uint8" })).toEqual([7, 1])
+    }
+  })
+})
+
+describe("malformed address blobs", () => {
+  const addon = createRequire(import.meta.url)(fileURLToPath(new URL("../build/Release/tensorlane_gloo.node", import.meta.url))) as GlooAddon
+
+  const attempt = (blobs: ReadonlyArray<unknown>) => {
+    const group = new addon.Group(0, 2, 2000)
+    try {
+      group.connect(blobs as ReadonlyArray<Uint8Array>)
+      return undefined
+    } catch (error) {
+      return error as Error & { code: string }
+    } finally {
+      group.destroy()
+    }
+  }
+
+  it("refuses every malformed blob with a protocol error, never a crash", () => {
+    const other = new addon.Group(1, 2, 2000)
+    const good = other.address()
+    other.destroy()
+    const mine = new addon.Group(0, 2, 2000).address()
+    const patched = (offset: number, value: number) => {
+      const b = good.slice()
+      new DataView(b.buffer).setUint32(offset, value, true)
+      return b
+    }
+    const cases: Record<string, ReadonlyArray<unknown>> = {
+      "too few blobs": [mine],
+      "not bytes": [mine, "hello"],
+      empty: [mine, new Uint8Array(0)],
+      "bad magic": [mine, patched(0, 0xdeadbeef)],
+      "wrong rank": [mine, patched(8, 0)],
+      "wrong world size": [mine, patched(12, 3)],
+      "entry for another rank": [mine, patched(16, 1)],
+      "huge address length": [mine, patched(20, 0xffffffff)],
+      "short address length": [mine, patched(20, 8)],
+      truncated: [mine, good.subarray(0, good.length - 1)],
+      "trailing bytes": [mine, Uint8Array.from([...good, 0])],
+      "bad address family": [mine, (() => { const b = good.slice(); b[24] = 0x7f; b[25] = 0; return b })()],
+    }
+    for (const [what, blobs] of Object.entries(cases)) {
+      const error = attempt(blobs)
+      expect(error?.code, what).toBe("protocol")
+      expect(error?.message, what).toMatch(/address blob|blobs/)
+    }
+  })
+})

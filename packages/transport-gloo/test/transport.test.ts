@@ -1,0 +1,157 @@
+/**
+ * The TypeScript transport in one process: two ranks of a group created side by side (both on this
+ * process's gloo device), driven the way a transfer agent drives them, and the typed errors of its
+ * misuses.
+ */
+import { type GroupSetup, Tensor, type TensorMeta } from "@tensorlane/core"
+import { afterEach, describe, expect, it } from "vitest"
+import { gloo, glooStatus } from "../src/index.ts"
+
+const meta = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: t.shape, device: t.device, nbytes: t.nbytes })
+const never = new AbortController().signal
+const failureOf = (p: Promise<unknown>) => p.then(() => undefined, (e: { _tag?: string; message: string }) => e)
+
+/** Creates group `name` with `size` ranks in this process: rank r is registered as `${name}/${r}`. */
+const createLocal = async (name: string, size: number, tamper?: (blobs: Array<Uint8Array>) => Array<Uint8Array>) => {
+  const blobs: Array<Uint8Array> = []
+  let release: (all: Array<Uint8Array>) => void
+  const gathered = new Promise<Array<Uint8Array>>((resolve) => (release = resolve))
+  const setup = (rank: number): GroupSetup => ({
+    name: `${name}/${rank}`,
+    rank,
+    worldSize: size,
+    members: Array.from({ length: size }, (_, i) => `actor-${i}`),
+    timeoutMs: 10_000,
+    allGather: (blob) => {
+      blobs[rank] = blob
+      if (blobs.filter(Boolean).length === size) release(tamper ? tamper(blobs) : blobs)
+      return gathered
+    },
+  })
+  await Promise.all(Array.from({ length: size }, (_, rank) => gloo.createGroup!(setup(rank))))
+}
+
+const transfer = (group: string, objectId: string, tensors: ReadonlyArray<Tensor>, into: ReadonlyArray<Tensor>, signal = never) =>
+  Promise.all([
+    gloo.send!({ object: { objectId, tensors }, group: `${group}/0`, toRank: 1, signal }),
+    gloo.receive!({
+      objectId,
+      producer: "actor-0",
+      producerAddress: "",
+      consumer: "actor-1",
+      group: `${group}/1`,
+      fromRank: 0,
+      tensors: tensors.map(meta),
+      metadata: undefined,
+      into,
+      signal,
+    }),
+  ])
+
+afterEach(async () => {
+  await gloo.close!()
+  delete process.env.TENSORLANE_GLOO_WAIT_TIMEOUT_MS
+})
+
+describe("gloo transport", () => {
+  it("declares itself two-sided, grouped, abortable, cpu-only, and registers nothing", () => {
+    expect(gloo.name).toBe("gloo")
+    expect(gloo.capabilities).toEqual({ oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true })
+    expect(gloo.inspect!()).toEqual({ registrations: [] })
+    const status = glooStatus()
+    expect(status.ready).toBe(true)
+    expect(status.library).toMatch(/libgloo\.so/)
+  })
+
+  it("sends contiguous and strided tensors straight into the receiver's tensors", async () => {
+    await createLocal("p2p", 2)
+    const strided = Tensor.arange(12, { dtype: "int32" }).view([3, 4]).transpose(0, 1)
+    const big = Tensor.randn([512, 512], { seed: 1 })
+    const into = [Tensor.zeros([4, 3], { dtype: "int32" }), Tensor.zeros([512, 512])]
+    await transfer("p2p", "o1", [strided, big], into)
+    expect(into[0].equal(strided)).toBe(true)
+    expect(into[1].equal(big)).toBe(true)
+  })
+
+  it("an aborted receive rejects with the signal's reason and leaves the group working", async () => {
+    await createLocal("abort", 2)
+    const controller = new AbortController()
+    const into = [Tensor.zeros([16])]
+    const receiving = gloo.receive!({
+      objectId: "never-sent",
+      producer: "actor-0",
+      producerAddress: "",
+      consumer: "actor-1",
+      group: "abort/1",
+      fromRank: 0,
+      tensors: [meta(into[0])],
+      metadata: undefined,
+      into,
+      signal: controller.signal,
+    })
+    const reason = new Error("gave up")
+    setTimeout(() => controller.abort(reason), 50)
+    await expect(receiving).rejects.toBe(reason)
+    const t = Tensor.full([16], 3)
+    const out = [Tensor.zeros([16])]
+    await transfer("abort", "after", [t], out)
+    expect(out[0].sum()).toBe(48)
+  })
+
+  it("a gloo timeout is a TimeoutError; the broken group then fails fast saying to re-create it", async () => {
+    await createLocal("late", 2)
+    process.env.TENSORLANE_GLOO_WAIT_TIMEOUT_MS = "200"
+    const into = [Tensor.zeros([4])]
+    const error = await failureOf(
+      gloo.receive!({
+        objectId: "late",
+        producer: "actor-0",
+        producerAddress: "",
+        consumer: "actor-1",
+        group: "late/1",
+        fromRank: 0,
+        tensors: [meta(into[0])],
+        metadata: undefined,
+        into,
+        signal: never,
+      }),
+    )
+    expect(error?._tag).toBe("TimeoutError")
+    const again = await failureOf(transfer("late", "x", [Tensor.ones([4])], [Tensor.zeros([4])]))
+    expect(again?._tag).toBe("TransferError")
+    expect(again?.message).toMatch(/destroy the group/)
+    await gloo.destroyGroup!("late/0")
+    await gloo.destroyGroup!("late/1")
+    delete process.env.TENSORLANE_GLOO_WAIT_TIMEOUT_MS
+    await createLocal("late", 2)
+    const out = [Tensor.zeros([4])]
+    await transfer("late", "y", [Tensor.ones([4])], out)
+    expect(out[0].sum()).toBe(4)
+  })
+
+  it("refuses what it cannot do with typed errors", async () => {
+    const lonely = await failureOf(transfer("nowhere", "o", [Tensor.ones([2])], [Tensor.zeros([2])]))
+    expect(lonely?._tag).toBe("MissingGroupError")
+    expect(lonely?.message).toMatch(/createCollectiveGroup/)
+    await createLocal("solo", 1)
+    const reduce = (tensors: ReadonlyArray<Tensor>) => gloo.allreduce!({ group: "solo/0", tensors, op: "sum", signal: never })
+    expect((await failureOf(reduce([Tensor.zeros([2], { dtype: "bool" })])))?._tag).toBe("DTypeError")
+    expect((await failureOf(reduce([Tensor.zeros([2, 2]).transpose(0, 1)])))?._tag).toBe("ShapeError")
+    const t = Tensor.full([3], 2)
+    await reduce([t])
+    expect(t.toArray()).toEqual([2, 2, 2])
+    const root = await failureOf(gloo.broadcast!({ group: "solo/0", tensors: [t], root: 1, signal: never }))
+    expect(root?._tag).toBe("TransferError")
+    await createLocal("sizes", 2)
+    const wrong = await failureOf(transfer("sizes", "o", [Tensor.ones([4])], [Tensor.zeros([5])]))
+    expect(wrong?._tag).toBe("ShapeError")
+  })
+
+  it("a malformed address blob from a peer is a ProtocolError and leaves no group behind", async () => {
+    const error = await failureOf(createLocal("bad", 2, (blobs) => [blobs[0], blobs[1].subarray(0, 20)]))
+    expect(error?._tag).toBe("ProtocolError")
+    expect(error?.message).toMatch(/malformed gloo address blob from rank 1/)
+    const missing = await failureOf(transfer("bad", "o", [Tensor.ones([2])], [Tensor.zeros([2])]))
+    expect(missing?._tag).toBe("MissingGroupError")
+  })
+})

@@ -1,0 +1,198 @@
+/**
+ * The gloo transport through the real runtime: seed 001's walkthrough (Ray Direct Transport over
+ * Gloo), progress while the producer is busy, failures (missing group, group conflict, a tensor on
+ * another device, a peer dying mid-transfer) and collectives inside actors. One cluster for the file.
+ */
+import { type ActorHandle, type Cluster, type CollectiveGroup, type GetOptions, type ObjectRef, start } from "@tensorlane/core"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { GlooWorker } from "./fixtures/glooActors.mjs"
+import { eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+
+const GLOO = "@tensorlane/transport-gloo"
+
+let cluster: Cluster
+let sender: ActorHandle<typeof GlooWorker>
+let receiver: ActorHandle<typeof GlooWorker>
+let third: ActorHandle<typeof GlooWorker>
+let group: CollectiveGroup
+const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
+const tagOf = (error: unknown) => (error as { _tag?: string })._tag
+/** What a call failed with, whether it threw at submission or rejected later. */
+const failureOf = async (call: () => Promise<unknown>): Promise<unknown> => {
+  try {
+    await call()
+  } catch (error) {
+    return error
+  }
+  throw new Error("expected the call to fail")
+}
+
+beforeAll(async () => {
+  cluster = await start({ transports: [GLOO] })
+  ;[sender, receiver, third] = await cluster.spawn(GlooWorker, { count: 3 })
+  group = await cluster.createCollectiveGroup([sender, receiver], { backend: "gloo" })
+}, 60_000)
+
+afterAll(() => cluster?.shutdown())
+afterEach(async () => {
+  await expectClean(cluster)
+})
+
+describe("seed 001: Ray Direct Transport over Gloo", () => {
+  it("a random tensor moves sender -> receiver and is summed there", async () => {
+    const tensor = sender.randomTensor()
+    const [mine, theirs] = await Promise.all([take(sender.sum(tensor)), take(receiver.sum(tensor))])
+    expect(theirs).toBe(mine)
+    expect(Number.isFinite(theirs)).toBe(true)
+    tensor.release()
+  })
+
+  it("a dict of tensors moves whole, strided views included", async () => {
+    const dict = sender.tensorDict()
+    expect(await take(receiver.sumDict(dict))).toBe(await take(sender.sumDict(dict)))
+    expect(await take(receiver.strided(dict))).toEqual([0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11])
+    dict.release()
+  })
+
+  it("a ref passed back to its producer is the very tensor; the other actor gets a copy", async () => {
+    const tensor = sender.keep()
+    const [sum1, sum2] = await Promise.all([take(sender.sum(tensor)), take(receiver.sum(tensor))])
+    expect(sum2).toBe(sum1)
+    expect(await take(sender.isKept(tensor))).toBe(true)
+    expect(await take(receiver.isKept(tensor))).toBe(false)
+    tensor.release()
+  })
+
+  it("get without useObjectStore says how to fix it; with it, the value comes through the control plane", async () => {
+    const tensor = sender.randomTensor()
+    const error = await failureOf(() => cluster.get(tensor))
+    expect(tagOf(error)).toBeDefined()
+    expect((error as Error).message).toMatch(/useObjectStore/)
+    const value = await cluster.get(tensor, { useObjectStore: true })
+    expect(value.shape).toEqual([1000, 1000])
+    expect(value.sum()).toBe(await take(sender.sum(tensor)))
+    tensor.release()
+  })
+
+  it("objects are mutable: an in-place update made before the transfer is what the receiver gets", async () => {
+    const tensor = sender.keep()
+    const updated = await take(sender.incrementAndSumStored(false))
+    // The receiver adds one again to what it received: the already-updated tensor.
+    const received = await take(receiver.incrementAndSum(tensor))
+    expect(received).not.toBeCloseTo(updated, 0)
+    expect(received).toBeCloseTo(updated + 1_000_000, -2)
+    tensor.release()
+  })
+
+  it("waitTensorFreed fixes it: the update waits until every ref and consumer is done", async () => {
+    const tensor = sender.keep()
+    const original = await take(sender.keptSum())
+    const tensor1 = sender.incrementAndSumStored(true)
+    const tensor2 = receiver.incrementAndSum(tensor)
+    tensor.release()
+    const [sum1, sum2] = await Promise.all([take(tensor1), take(tensor2)])
+    expect(sum1).toBeCloseTo(sum2, -2)
+    expect(sum2).toBeCloseTo(original + 1_000_000, -2)
+  })
+
+  it("a group can be destroyed and created again on the same actors", async () => {
+    await group.destroy()
+    const orphan = sender.randomTensor()
+    const missing = await failureOf(() => take(receiver.sum(orphan)))
+    expect(tagOf(missing)).toBe("MissingGroupError")
+    orphan.release()
+    group = await cluster.createCollectiveGroup([sender, receiver], { backend: "gloo" })
+    const tensor = sender.randomTensor()
+    expect(await take(receiver.sum(tensor))).toBe(await take(sender.sum(tensor)))
+    tensor.release()
+  })
+})
+
+describe("progress and failures", () => {
+  it("a 64 MiB transfer completes while the producer's JS thread is busy in a long method", async () => {
+    const n = 64 << 20
+    const ref = sender.make(n)
+    expect(await take(sender.numel(ref))).toBe(n / 4)
+    const busy = sender.busy(3_000)
+    await sleep(300)
+    const received = receiver.numel(ref)
+    expect(await take(received)).toBe(n / 4)
+    const doneAt = Date.now()
+    const { end } = await take(busy)
+    expect(doneAt).toBeLessThan(end)
+    ref.release()
+  })
+
+  it("a transfer between actors that share no gloo group fails at submission naming createCollectiveGroup", async () => {
+    const ref = sender.randomTensor()
+    const error = await failureOf(() => take(third.sum(ref)))
+    expect(tagOf(error)).toBe("MissingGroupError")
+    expect((error as Error).message).toMatch(/createCollectiveGroup/)
+    ref.release()
+  })
+
+  it("a second gloo group on the same pair of actors is a GroupConflictError", async () => {
+    const error = await failureOf(() => cluster.createCollectiveGroup([receiver, sender], { backend: "gloo" }))
+    expect(tagOf(error)).toBe("GroupConflictError")
+  })
+
+  it("a gloo method returning a tensor on another device fails with a DeviceError naming it and the transport", async () => {
+    const ref = sender.cudaTensor()
+    const error = await failureOf(() => take(receiver.numel(ref)))
+    expect(tagOf(error)).toBe("DeviceError")
+    expect((error as Error).message).toMatch(/cuda:0/)
+    expect((error as Error).message).toMatch(/gloo/)
+    ref.release()
+  })
+
+  it("a producer dying mid-transfer fails the call with a typed error; the survivors stay usable", async () => {
+    const [victim, survivor] = await cluster.spawn(GlooWorker, { count: 2 })
+    const doomed = await cluster.createCollectiveGroup([victim, survivor], { backend: "gloo" })
+    const ref = victim.make(16 << 20)
+    const pid = await take(victim.pid())
+    // Frozen, the producer cannot send: the consumer's receive is posted and waits for it.
+    process.kill(pid, "SIGSTOP")
+    const call = take(survivor.numel(ref))
+    call.catch(() => undefined)
+    // The frozen producer cannot answer inspect: a short timeout lists it as unresponsive instead.
+    const pending = await eventually(
+      () => cluster.inspect({ timeoutMs: 200 }),
+      (i) => (i.processes[survivor.actorId]?.pendingTransfers.length ?? 0) > 0,
+    )
+    expect(pending.unresponsive).toEqual([victim.actorId])
+    process.kill(pid, "SIGKILL")
+    const error = await call.catch((e: unknown) => e)
+    expect(["TransferError", "ActorDiedError"]).toContain(tagOf(error))
+    ref.release()
+    await doomed.destroy()
+    // The survivor works on, over gloo too, with an actor it had no group with.
+    const fresh = await cluster.createCollectiveGroup([survivor, third], { backend: "gloo" })
+    const tensor = third.randomTensor()
+    expect(await take(survivor.sum(tensor))).toBe(await take(third.sum(tensor)))
+    tensor.release()
+    await fresh.destroy()
+    await expectClean(cluster)
+  })
+})
+
+describe("collectives inside actors via group(name)", () => {
+  it("allreduce sums and maxes in place on every member", async () => {
+    const pair = await cluster.createCollectiveGroup([third, sender], { backend: "gloo", name: "collectives" })
+    const [x, y] = await Promise.all([
+      take(third.allreduce(pair.name, [1, 2, 3], "sum")),
+      take(sender.allreduce(pair.name, [10, 20, 30], "sum")),
+    ])
+    expect(x).toEqual([11, 22, 33])
+    expect(y).toEqual([11, 22, 33])
+    const [p, q] = await Promise.all([take(third.allreduce(pair.name, [1, 50], "max")), take(sender.allreduce(pair.name, [7, 5], "max"))])
+    expect(p).toEqual([7, 50])
+    expect(q).toEqual([7, 50])
+    await pair.destroy()
+  })
+
+  it("broadcast hands the root's tensor to every member", async () => {
+    const [r0, r1] = await Promise.all([take(sender.broadcast(group.name, [1, 2, 3], 1)), take(receiver.broadcast(group.name, [7, 8, 9], 1))])
+    expect(r0).toEqual([7, 8, 9])
+    expect(r1).toEqual([7, 8, 9])
+  })
+})
