@@ -189,7 +189,7 @@ describe("the Effect face", () => {
       const pidRef = x.pid()
       const pid = yield* TensorlaneCluster.get(pidRef)
       for (const r of [ref, sum, busy, pidRef]) r.release()
-      const inspection = yield* TensorlaneCluster.inspect
+      const inspection = yield* TensorlaneCluster.inspect()
       return { total, numel: value.numel, unknown, late, pid, objects: inspection.processes }
     })
     const result = await Effect.runPromise(program.pipe(Effect.provide(TensorlaneCluster.layer())))

@@ -135,7 +135,24 @@ class HostMemoryCache {
   private idleBytes = 0
   private readonly capacity = recycleCapacity()
   private lastCollectMs = 0
+  /** Large buffers handed out since the last collection: only then can a collection free any. */
+  private lentSinceCollect = 0
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
+
+  /** Collects now, when the process is idle, so that the next large allocation finds warm memory waiting. */
+  collectIdle(): void {
+    if (this.lentSinceCollect === 0) return
+    const gc = forceGc()
+    if (gc === undefined) return
+    this.runCollection(gc)
+  }
+
+  private runCollection(gc: () => void): void {
+    const started = performance.now()
+    gc()
+    this.lastCollectMs = performance.now() - started
+    this.lentSinceCollect = 0
+  }
 
   take(byteLength: number): SharedArrayBuffer {
     if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0) return new SharedArrayBuffer(byteLength)
@@ -146,6 +163,7 @@ class HostMemoryCache {
     const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory) }
     this.lentOf(byteLength).add(lent)
     this.released.register(handed, lent)
+    this.lentSinceCollect++
     return handed
   }
 
@@ -176,9 +194,7 @@ class HostMemoryCache {
   private collect(byteLength: number): void {
     const gc = forceGc()
     if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) === 0 || this.lastCollectMs > byteLength / 2e6) return
-    const started = performance.now()
-    gc()
-    this.lastCollectMs = performance.now() - started
+    this.runCollection(gc)
   }
 
   private reclaim(lent: Lent): void {
@@ -193,6 +209,13 @@ class HostMemoryCache {
 }
 
 const hostMemory = new HostMemoryCache()
+
+/**
+ * For a process's idle moments (tensorlane's actors call it when no call is running): collects garbage
+ * now if large host buffers were handed out since the last collection, so that their memory waits,
+ * warm, for the next allocation instead of costing a collection (or page faults) on its critical path.
+ */
+export const recycleHostMemory = (): void => hostMemory.collectIdle()
 
 /** The default allocator: one SharedArrayBuffer per storage; large ones recycled after garbage collection. */
 export const cpuAllocator: Allocator = {

@@ -5,7 +5,7 @@
 import * as net from "node:net"
 import { join } from "node:path"
 import { type ActorDefinition, isActorDefinition, methodOf } from "../Actor.js"
-import { currentAllocator } from "../Allocator.js"
+import { currentAllocator, recycleHostMemory } from "../Allocator.js"
 import { MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import { type ActorContext, actorContext } from "../InActor.js"
 import { ObjectRef, type RefTracker } from "../ObjectRef.js"
@@ -149,6 +149,7 @@ class Actor {
         return
       case "Free":
         this.runtime.free(message.objectIds).catch((error) => console.error("tensorlane: free failed:", error))
+        this.whenIdle()
         return
       case "Resolved": {
         const waiter = this.resolving.get(message.reqId)
@@ -196,6 +197,18 @@ class Actor {
     return this.running === 0
   }
 
+  private recycleScheduled = false
+
+  /** Memory freed by the last call or free is recycled while nothing runs, off the next call's path. */
+  private whenIdle(): void {
+    if (this.running > 0 || this.recycleScheduled) return
+    this.recycleScheduled = true
+    setImmediate(() => {
+      this.recycleScheduled = false
+      if (this.running === 0 && this.queue.length === 0) recycleHostMemory()
+    })
+  }
+
   private pump(): void {
     const limit = Math.max(1, this.init.maxConcurrency)
     while (this.running < limit && this.queue.length > 0) {
@@ -205,6 +218,7 @@ class Actor {
         this.running--
         if (this.running === 0) this.borrows.flush()
         this.pump()
+        this.whenIdle()
       })
     }
   }
