@@ -6,7 +6,7 @@
 import { type ActorHandle, type Cluster, type CollectiveGroup, type GetOptions, type ObjectRef, start } from "@tensorlane/core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { GlooWorker } from "./fixtures/glooActors.mjs"
-import { eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { bytesMoved, eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
 
 const GLOO = "@tensorlane/transport-gloo"
 
@@ -194,5 +194,44 @@ describe("collectives inside actors via group(name)", () => {
     const [r0, r1] = await Promise.all([take(sender.broadcast(group.name, [1, 2, 3], 1)), take(receiver.broadcast(group.name, [7, 8, 9], 1))])
     expect(r0).toEqual([7, 8, 9])
     expect(r1).toEqual([7, 8, 9])
+  })
+})
+
+describe("cluster.broadcast over gloo", () => {
+  it("one collective broadcast places the producer's object in every other member; their calls move no bytes", async () => {
+    const [a, b, c] = await cluster.spawn(GlooWorker, { count: 3 })
+    const everyone = await cluster.createCollectiveGroup([a, b, c], { backend: "gloo" })
+    const ref = a.randomTensor()
+    const expected = await take(a.sum(ref))
+    await cluster.broadcast(ref, [b, c])
+    const { processes } = await cluster.inspect()
+    expect([b, c].map((r) => processes[r.actorId].received)).toEqual([[ref.id], [ref.id]])
+    const moved = await bytesMoved("gloo")
+    expect([await take(b.sum(ref)), await take(c.sum(ref))]).toEqual([expected, expected])
+    expect(await bytesMoved("gloo")).toBe(moved)
+    ref.release()
+    await everyone.destroy()
+  })
+})
+
+describe("transfer timeouts", () => {
+  it("a receive that outlives transferTimeoutMs fails with TimeoutError; the group is re-created and works", async () => {
+    await using short = await start({ transports: [GLOO], transferTimeoutMs: 1_000 })
+    const [producer, consumer] = await short.spawn(GlooWorker, { count: 2 })
+    const first = await short.createCollectiveGroup([producer, consumer], { backend: "gloo" })
+    const ref = producer.make(1 << 20)
+    const pid = await short.get(producer.pid())
+    // A frozen producer never sends: the consumer's receive runs into the transfer timeout.
+    process.kill(pid, "SIGSTOP")
+    const error = await short.get(consumer.numel(ref)).catch((e: unknown) => e)
+    process.kill(pid, "SIGCONT")
+    expect(tagOf(error)).toBe("TimeoutError")
+    ref.release()
+    await first.destroy()
+    const second = await short.createCollectiveGroup([producer, consumer], { backend: "gloo" })
+    const again = producer.make(1 << 20)
+    expect(await short.get(consumer.numel(again))).toBe(1 << 18)
+    again.release()
+    await second.destroy()
   })
 })

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The tensorlane benchmark (DESIGN §5): submit to result of consumer.numel(producer.make(n)), actor to
 // actor, per transport and size; medians after warm-ups; GB/s and ratios to limits measured in this run.
-//   node --expose-gc tools/bench/run.mjs [--transports object-store] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 7] [--warmups 2] [--json out.json]
+//   node --expose-gc tools/bench/run.mjs [--transports object-store,gloo] [--modules @tensorlane/transport-gloo]
+//     [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 7] [--warmups 2] [--json out.json]
 import * as fs from "node:fs"
 import { parseArgs } from "node:util"
 import { start } from "@tensorlane/core"
@@ -32,6 +33,13 @@ const repeats = Number(values.repeats)
 const warmups = Number(values.warmups)
 const gbps = (bytes, ms) => bytes / ms / 1e6
 
+// Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows.
+const rawGloo = new Map()
+if (transports.includes("gloo")) {
+  const { measureRawSend } = await import("@tensorlane/transport-gloo/bench/raw-send")
+  for (const r of (await measureRawSend({ sizes, warmups, repeats })).results) rawGloo.set(r.bytes, r.medianMs)
+}
+
 const cluster = await start({ transports: values.modules ? values.modules.split(",") : [] })
 const rows = []
 try {
@@ -60,7 +68,18 @@ try {
         process.stderr.write(`\r${transport} ${label(bytes)} ${i + 1}/${warmups + repeats}   `)
       }
       const ms = median(times)
-      rows.push({ transport, bytes, medianMs: ms, gbps: gbps(bytes, ms), memcpyMs: memcpy, memcpyRatio: memcpy / ms, tcpMs: tcp, tcpRatio: tcp / ms })
+      const raw = transport === "gloo" ? rawGloo.get(bytes) : undefined
+      rows.push({
+        transport,
+        bytes,
+        medianMs: ms,
+        gbps: gbps(bytes, ms),
+        memcpyMs: memcpy,
+        memcpyRatio: memcpy / ms,
+        tcpMs: tcp,
+        tcpRatio: tcp / ms,
+        ...(raw !== undefined ? { rawGlooMs: raw, rawGlooRatio: raw / ms } : {}),
+      })
     }
   }
   process.stderr.write("\r" + " ".repeat(40) + "\r")
@@ -71,9 +90,12 @@ try {
 
 const fmt = (x, d = 2) => x.toFixed(d)
 console.log(`tensorlane bench: ${repeats} repeats after ${warmups} warm-ups, node ${process.version}, ${new Date().toISOString()}`)
-console.log("| transport | size | median ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP |")
-console.log("|---|---|---|---|---|---|---|---|")
+console.log("| transport | size | median ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |")
+console.log("|---|---|---|---|---|---|---|---|---|---|")
 for (const r of rows) {
-  console.log(`| ${r.transport} | ${label(r.bytes)} | ${fmt(r.medianMs)} | ${fmt(r.gbps)} | ${fmt(r.memcpyMs, 3)} | ${fmt(r.memcpyRatio * 100, 1)}% | ${fmt(r.tcpMs)} | ${fmt(r.tcpRatio * 100, 1)}% |`)
+  const raw = r.rawGlooMs === undefined ? "| | " : `| ${fmt(r.rawGlooMs)} | ${fmt(r.rawGlooRatio * 100, 1)}% `
+  console.log(
+    `| ${r.transport} | ${label(r.bytes)} | ${fmt(r.medianMs)} | ${fmt(r.gbps)} | ${fmt(r.memcpyMs, 3)} | ${fmt(r.memcpyRatio * 100, 1)}% | ${fmt(r.tcpMs)} | ${fmt(r.tcpRatio * 100, 1)}% ${raw}|`,
+  )
 }
 if (values.json) fs.writeFileSync(values.json, JSON.stringify({ repeats, warmups, node: process.version, rows }, null, 2))

@@ -135,16 +135,20 @@ class HostMemoryCache {
   private idleBytes = 0
   private readonly capacity = recycleCapacity()
   private lastCollectMs = 0
-  /** Large buffers handed out since the last collection: only then can a collection free any. */
+  /** Bytes of large buffers handed out since the last collection: what a collection could recycle. */
   private lentSinceCollect = 0
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
 
   /** Collects now, when the process is idle, so that the next large allocation finds warm memory waiting. */
   collectIdle(): void {
-    if (this.lentSinceCollect === 0) return
     const gc = forceGc()
-    if (gc === undefined) return
+    if (gc === undefined || !this.worthCollecting(this.lentSinceCollect)) return
     this.runCollection(gc)
+  }
+
+  /** A collection pays when it costs less than faulting in the pages it may recycle (about 2 GB/s here). */
+  private worthCollecting(bytes: number): boolean {
+    return bytes > 0 && this.lastCollectMs <= bytes / 2e6
   }
 
   private runCollection(gc: () => void): void {
@@ -163,7 +167,7 @@ class HostMemoryCache {
     const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory) }
     this.lentOf(byteLength).add(lent)
     this.released.register(handed, lent)
-    this.lentSinceCollect++
+    this.lentSinceCollect += byteLength
     return handed
   }
 
@@ -190,10 +194,9 @@ class HostMemoryCache {
     return undefined
   }
 
-  /** A full collection is worth it while it costs less than faulting the pages in (about 2 GB/s here). */
   private collect(byteLength: number): void {
     const gc = forceGc()
-    if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) === 0 || this.lastCollectMs > byteLength / 2e6) return
+    if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) === 0 || !this.worthCollecting(byteLength)) return
     this.runCollection(gc)
   }
 
