@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for tensorlane: system packages, npm dependencies, native addons, the build.
+# Sets up a fresh machine for tensorlane: system packages, the NIXL wheel, npm dependencies, native
+# addons, the build.
 #   bash tools/setup.sh          set up and build
 #   bash tools/setup.sh --demo   then run the main demo
 set -euo pipefail
@@ -28,6 +29,9 @@ if ((${#missing[@]} > 0)); then
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# NIXL's C API comes from its PyPI wheel, installed into .tools/nixl (no system-wide change).
+bash packages/transport-nixl/scripts/install-wheel.sh
 
 # npm ci reproduces the lockfile exactly; nothing is downloaded at install time beyond the registry packages.
 npm ci --no-audit --no-fund

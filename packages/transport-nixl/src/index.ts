@@ -1,0 +1,20 @@
+export { nixl, nixl as default } from "./NixlTransport.js"
+export { registerNixlMemory, deregisterNixlMemory, nixlRegistrationRefs } from "./registerNixlMemory.js"
+export { createNixlMemoryPool, type NixlMemoryPool } from "./NixlMemoryPool.js"
+export { nixlStatus, type NixlStatus } from "./nixlStatus.js"
+export { loadNixl, libraryCandidates } from "./internal/loadAddon.js"
+export type { DeviceMemoryHandle } from "./internal/memory.js"
+export type { NixlMetadata } from "./internal/registrations.js"
+export type {
+  DeclaredRegion,
+  MemoryKind,
+  NativeFailure,
+  NativeFailureCode,
+  NativeMemory,
+  NativeOperation,
+  NativeRegistration,
+  NixlAddon,
+  ReadRequest,
+  RegionKey,
+  RemoteLayout,
+} from "./AddonTypes.js"

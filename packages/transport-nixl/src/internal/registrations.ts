@@ -1,0 +1,99 @@
+/**
+ * Which registrations this JS thread holds, by owner: objects (in the transfer agent worker, one
+ * reference per storage an object's tensors point into) and pins (registerNixlMemory, in whatever
+ * thread calls it). The regions and their reference counts live in the addon, shared by every
+ * thread of the process; this side only remembers what to give back.
+ */
+import { DTypes, type Storage, type Tensor, UnsupportedOperationError } from "@tensorlane/core"
+import type { DeclaredRegion, NixlAddon, RegionKey, RemoteLayout } from "../AddonTypes.js"
+import { toTensorlaneError } from "./failures.js"
+import { storageMemory } from "./memory.js"
+
+/** What travels with an object: enough for a consumer to READ every tensor, and nothing else. */
+export interface NixlMetadata {
+  readonly version: 1
+  /** The producer's NIXL agent name. */
+  readonly agent: string
+  /** The producer's NIXL metadata blob (connection info and registered memory keys). */
+  readonly blob: Uint8Array
+  /** The producer's deregistration count when the object was made: a consumer caching an older blob reloads. */
+  readonly epoch: number
+  /** One entry per registered region the tensors lie in (a storage, a pool, a pinned tensor's storage). */
+  readonly regions: ReadonlyArray<DeclaredRegion>
+  readonly tensors: ReadonlyArray<RemoteLayout>
+}
+
+const objects = new Map<string, ReadonlyArray<RegionKey>>()
+
+const releaseAll = (addon: NixlAddon, keys: ReadonlyArray<RegionKey>): void => {
+  for (const key of keys) addon.release(key)
+}
+
+/** Registers what an object needs (each storage once) and describes it for consumers. */
+export const registerObject = (addon: NixlAddon, objectId: string, tensors: ReadonlyArray<Tensor>): NixlMetadata => {
+  const keys: Array<RegionKey> = []
+  const regions: Array<DeclaredRegion> = []
+  const placed = new Map<Storage, { readonly region: number; readonly offset: number }>()
+  const layouts: Array<RemoteLayout> = []
+  try {
+    for (const tensor of tensors) {
+      let place = placed.get(tensor.storage)
+      if (place === undefined && tensor.storage.byteLength > 0) {
+        const memory = storageMemory(tensor.storage)
+        const got = addon.acquire(memory)
+        keys.push(got)
+        let region = regions.findIndex((r) => r.address === got.address && r.length === got.length)
+        if (region < 0) region = regions.push({ address: got.address, length: got.length, mem: memory.mem, device: memory.device }) - 1
+        place = { region, offset: got.offset }
+        placed.set(tensor.storage, place)
+      }
+      layouts.push({
+        region: place?.region ?? 0,
+        offset: (place?.offset ?? 0) + tensor.byteOffset,
+        shape: tensor.shape,
+        strides: tensor.strides,
+        itemSize: DTypes[tensor.dtype].itemSize,
+      })
+    }
+    // Taken after registering: the blob must carry the keys of the regions just registered.
+    const local = addon.localMetadata()
+    objects.set(objectId, keys)
+    return { version: 1, agent: local.agent, blob: local.blob, epoch: local.epoch, regions, tensors: layouts }
+  } catch (error) {
+    releaseAll(addon, keys)
+    throw toTensorlaneError(error, `nixl registration of object ${objectId}`)
+  }
+}
+
+export const releaseObject = (addon: NixlAddon, objectId: string): void => {
+  const keys = objects.get(objectId)
+  if (keys === undefined) return
+  objects.delete(objectId)
+  releaseAll(addon, keys)
+}
+
+/** Pins by storage: the map keeps the storage (and so its memory) alive while registered. */
+const pins = new Map<Storage, { readonly key: RegionKey; count: number }>()
+
+export const pin = (addon: NixlAddon, tensor: Tensor): void => {
+  let key: RegionKey
+  try {
+    key = addon.acquire(storageMemory(tensor.storage))
+  } catch (error) {
+    throw toTensorlaneError(error, `registerNixlMemory of storage ${tensor.storage.id}`)
+  }
+  const entry = pins.get(tensor.storage)
+  if (entry === undefined) pins.set(tensor.storage, { key, count: 1 })
+  else entry.count++
+}
+
+export const unpin = (addon: NixlAddon, tensor: Tensor): void => {
+  const entry = pins.get(tensor.storage)
+  if (entry === undefined) {
+    throw new UnsupportedOperationError({
+      message: `deregisterNixlMemory: storage ${tensor.storage.id} was not registered with registerNixlMemory in this thread`,
+    })
+  }
+  addon.release(entry.key)
+  if (--entry.count === 0) pins.delete(tensor.storage)
+}

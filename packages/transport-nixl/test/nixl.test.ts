@@ -1,0 +1,141 @@
+/**
+ * The transport inside one process: registration reference counts (seed 000's semantics), the
+ * registered pool, the library search order, and every malformed-metadata path, which must end in
+ * a ProtocolError before NIXL (whose deserializer aborts on garbage) sees anything.
+ */
+import { Tensor } from "@tensorlane/core"
+import { describe, expect, it } from "vitest"
+import {
+  type NixlMetadata,
+  createNixlMemoryPool,
+  deregisterNixlMemory,
+  libraryCandidates,
+  loadNixl,
+  nixl,
+  nixlRegistrationRefs,
+  nixlStatus,
+  registerNixlMemory,
+} from "../src/index.js"
+
+const tagOf = (error: unknown) => (error as { _tag?: string })._tag
+const registrations = () => nixl.inspect!().registrations
+
+describe("registration", () => {
+  it("registers a storage once, counts every pin, and deregisters with the last one", () => {
+    const weight = Tensor.randn([100, 100])
+    const row = weight.row(3)
+    expect(nixlRegistrationRefs(weight)).toBe(0)
+    registerNixlMemory(weight)
+    registerNixlMemory(row)
+    expect(nixlRegistrationRefs(weight)).toBe(2)
+    expect(registrations()).toHaveLength(1)
+    deregisterNixlMemory(row)
+    expect(nixlRegistrationRefs(weight)).toBe(1)
+    deregisterNixlMemory(weight)
+    expect(nixlRegistrationRefs(weight)).toBe(0)
+    expect(registrations()).toEqual([])
+    expect(tagOf((() => { try { deregisterNixlMemory(weight) } catch (e) { return e } })())).toBe("UnsupportedOperationError")
+  })
+
+  it("an object of 1000 views of one storage takes one reference; release gives it back", async () => {
+    const weight = Tensor.randn([1000, 100])
+    const views = Array.from({ length: 1000 }, (_, i) => weight.row(i))
+    const metadata = (await nixl.extractMetadata!({ objectId: "o1", tensors: views })) as NixlMetadata
+    expect(metadata.regions).toHaveLength(1)
+    expect(metadata.tensors).toHaveLength(1000)
+    expect(metadata.tensors[999].offset).toBe(999 * 100 * 4)
+    expect(nixlRegistrationRefs(weight)).toBe(1)
+    await nixl.release!({ objectId: "o1", tensors: views })
+    expect(nixlRegistrationRefs(weight)).toBe(0)
+    expect(registrations()).toEqual([])
+  })
+})
+
+describe("registered memory pool", () => {
+  it("one registration for every block; a typed error naming its size; blocks come back", async () => {
+    const pool = createNixlMemoryPool({ capacity: 1 << 16, name: "unit" })
+    expect(registrations()).toHaveLength(1)
+    const a = Tensor.empty([8192], { allocator: pool })
+    expect(nixlRegistrationRefs(a)).toBe(1)
+    const metadata = (await nixl.extractMetadata!({ objectId: "p1", tensors: [a] })) as NixlMetadata
+    expect(registrations()).toHaveLength(1)
+    expect(metadata.regions[0].length).toBe(1 << 16)
+    expect(nixlRegistrationRefs(a)).toBe(2)
+    await nixl.release!({ objectId: "p1", tensors: [a] })
+    const error = (() => {
+      try {
+        Tensor.empty([16384], { allocator: pool })
+      } catch (e) {
+        return e
+      }
+    })()
+    expect(tagOf(error)).toBe("OutOfMemoryError")
+    expect((error as Error).message).toContain("65536 bytes")
+    pool.free(a.storage)
+    expect(pool.used).toBe(0)
+    const b = Tensor.empty([16384], { allocator: pool })
+    expect(b.nbytes).toBe(1 << 16)
+    pool.free(b.storage)
+    pool.close()
+    expect(registrations()).toEqual([])
+    expect(tagOf((() => { try { pool.allocate(8) } catch (e) { return e } })())).toBe("UnsupportedOperationError")
+  })
+})
+
+describe("library search", () => {
+  it("tries NIXL_LIB_DIR first, then <repo>/.tools/nixl, then site-packages, then the system path", () => {
+    const saved = process.env.NIXL_LIB_DIR
+    process.env.NIXL_LIB_DIR = "/opt/somewhere"
+    try {
+      const candidates = libraryCandidates()
+      expect(candidates[0]).toBe("/opt/somewhere/libnixl_capi.so")
+      expect(candidates.findIndex((c) => c.includes("/.tools/nixl/.nixl_cu12.mesonpy.libs/"))).toBeGreaterThan(0)
+      expect(candidates.at(-1)).toBe("libnixl_capi.so")
+    } finally {
+      if (saved === undefined) delete process.env.NIXL_LIB_DIR
+      else process.env.NIXL_LIB_DIR = saved
+    }
+    expect(loadNixl().library).toMatch(/libnixl_capi\.so$/)
+    // Earlier tests registered memory, which created this process's agent.
+    expect(nixlStatus()).toMatchObject({ library: loadNixl().library, agent: expect.stringMatching(/^tensorlane-/), registrations: [] })
+  })
+})
+
+describe("hostile metadata gives ProtocolError, never a crash", () => {
+  const producerSide = async () => {
+    const source = Tensor.arange(1024, { dtype: "float32" })
+    const metadata = (await nixl.extractMetadata!({ objectId: "h1", tensors: [source] })) as NixlMetadata
+    return { source, metadata }
+  }
+  const fetchWith = (metadata: unknown, into = [Tensor.zeros([1024], { dtype: "float32" })]) =>
+    nixl.fetch!({
+      objectId: "h1",
+      producer: "peer",
+      producerAddress: "",
+      consumer: "me",
+      tensors: into.map((t) => ({ dtype: t.dtype, shape: t.shape, device: t.device, nbytes: t.nbytes })),
+      metadata,
+      into,
+      signal: new AbortController().signal,
+    }).catch((e: unknown) => e)
+
+  it.each([
+    ["not an object", () => 42],
+    ["an unknown version", (m: NixlMetadata) => ({ ...m, version: 2 })],
+    ["zeros instead of a NIXL blob", (m: NixlMetadata) => ({ ...m, agent: "x", blob: new Uint8Array(100) })],
+    ["a truncated blob", (m: NixlMetadata) => ({ ...m, agent: "x", blob: m.blob.subarray(0, 120) })],
+    ["a blob of another agent", (m: NixlMetadata) => ({ ...m, agent: "someone-else" })],
+    ["this process's own agent", (m: NixlMetadata) => m],
+    ["a descriptor beyond its region", (m: NixlMetadata) => ({ ...m, tensors: [{ ...m.tensors[0], offset: 8 }] })],
+    ["a region the blob does not register", (m: NixlMetadata) => ({ ...m, regions: [{ ...m.regions[0], address: m.regions[0].address + 4096n }] })],
+    ["an undeclared region", (m: NixlMetadata) => ({ ...m, tensors: [{ ...m.tensors[0], region: 3 }] })],
+    ["an overflowing stride", (m: NixlMetadata) => ({ ...m, tensors: [{ ...m.tensors[0], shape: [2, 512], strides: [2 ** 52, 1] }] })],
+    ["a wrong tensor count", (m: NixlMetadata) => ({ ...m, tensors: [] })],
+  ])("%s", async (_what, mutate) => {
+    const { source, metadata } = await producerSide()
+    const error = await fetchWith(mutate(metadata as never))
+    expect(tagOf(error)).toBe("ProtocolError")
+    await nixl.release!({ objectId: "h1", tensors: [source] })
+    expect(registrations()).toEqual([])
+  })
+})

@@ -1,0 +1,216 @@
+/**
+ * The nixl transport through the real runtime: seed 000 (register_nixl_memory: a weight matrix
+ * registered once, 1000 row views put in one call), seed 001's NIXL walkthrough (actor to actor,
+ * put/get inside actors, get from the driver), target buffers, a registered pool, reference
+ * counts, and failures (a dead producer, a frozen one and the timeout). One cluster per file; every
+ * test ends with empty stores and no registration left (`cluster.inspect()`).
+ */
+import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, Tensor, start } from "@tensorlane/core"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { NixlWorker } from "./fixtures/nixlActors.mjs"
+import { expectClean, sleep, take as takeFrom } from "./helpers.ts"
+
+const NIXL = "@tensorlane/transport-nixl"
+
+let cluster: Cluster
+let sender: ActorHandle<typeof NixlWorker>
+let receiver: ActorHandle<typeof NixlWorker>
+const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
+const tagOf = (error: unknown) => (error as { _tag?: string })._tag
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+
+beforeAll(async () => {
+  cluster = await start({ transports: [NIXL] })
+  ;[sender, receiver] = await cluster.spawn(NixlWorker, { count: 2 })
+}, 60_000)
+
+afterAll(() => cluster?.shutdown())
+afterEach(async () => {
+  await expectClean(cluster)
+})
+
+describe("seed 001: NIXL between actors, no group", () => {
+  it("a random tensor moves sender -> receiver without any collective group", async () => {
+    const tensor = sender.randomTensor()
+    const [mine, theirs] = await Promise.all([take(sender.sum(tensor)), take(receiver.sum(tensor))])
+    expect(theirs).toBe(mine)
+    tensor.release()
+  })
+
+  it("a dict with a strided view moves whole", async () => {
+    const dict = sender.tensorDict()
+    expect(await take(receiver.sumDict(dict))).toBe(499_500)
+    // The [4, 3] transpose of a [3, 4] arange, read run by run from the producer's strided view.
+    expect(await take(receiver.strided(dict))).toEqual([0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11])
+    dict.release()
+  })
+
+  it("produce / consume_with_nixl: put inside one actor, get inside another", async () => {
+    const t1 = Tensor.randn([100, 100], { seed: 1 })
+    const t2 = Tensor.randn([100, 100], { seed: 2 })
+    const refs = sender.produce([t1, t2])
+    expect(await take(receiver.consumeWithNixl(refs))).toBeCloseTo(t1.sum() + t2.sum(), 3)
+    refs.release()
+  })
+
+  it("get in the driver reads through NIXL (one-sided), and put from the driver works", async () => {
+    const ref = sender.randomTensor()
+    const value = (await cluster.get(ref)) as Tensor
+    expect(value.shape).toEqual([1000, 1000])
+    expect(value.sum()).toBe(await take(sender.sum(ref)))
+    ref.release()
+    const mine = Tensor.arange(4096, { dtype: "float32" })
+    const put = await cluster.put(mine, { tensorTransport: "nixl" })
+    expect(await take(receiver.sum(put))).toBe(mine.sum())
+    put.release()
+  })
+
+  it("the READ completes while the producer's JS thread is busy", async () => {
+    const ref = sender.make(16 << 20)
+    await take(sender.numel(ref))
+    const busy = sender.busy(4000)
+    await sleep(200)
+    const started = Date.now()
+    expect(await take(receiver.numel(ref))).toBe(4 << 20)
+    expect(Date.now() - started).toBeLessThan(2500)
+    await cluster.get(busy)
+    busy.release()
+    ref.release()
+  })
+})
+
+describe("seed 000: register_nixl_memory", () => {
+  it("a weight registered once; 1000 row views put in one call add one reference, not 1000 registrations", async () => {
+    const weightSum = await take(sender.registerWeight())
+    expect(await take(sender.weightRefs())).toBe(1)
+    const before = (await cluster.inspect()).processes[sender.actorId].registrations
+    expect(before).toHaveLength(1)
+
+    const rowsRef = await take(sender.getWeightRefByRows())
+    // The put object holds the weight's storage once, whatever the number of views.
+    expect(await take(sender.weightRefs())).toBe(2)
+    expect((await cluster.inspect()).processes[sender.actorId].registrations).toHaveLength(1)
+    expect(await take(receiver.rowCount(rowsRef))).toBe(1000)
+    expect(await take(receiver.sumRows(rowsRef))).toBeCloseTo(weightSum, 2)
+
+    // Mixing: the whole matrix as well, still the same registration.
+    const wholeRef = await take(sender.getWeightRef())
+    expect(await take(sender.weightRefs())).toBe(3)
+    expect(await take(receiver.sum(wholeRef))).toBeCloseTo(weightSum, 2)
+
+    rowsRef.release()
+    wholeRef.release()
+    const refs = await eventuallyRefs(1)
+    expect(refs).toBe(1)
+    // The pin outlives the objects; deregistering it removes the registration.
+    expect(await take(sender.deregisterWeight())).toBe(0)
+  })
+})
+
+const eventuallyRefs = async (want: number): Promise<number> => {
+  let refs = -1
+  for (let i = 0; i < 100; i++) {
+    refs = await take(sender.weightRefs())
+    if (refs === want) break
+    await sleep(25)
+  }
+  return refs
+}
+
+describe("target buffers", () => {
+  it("get(ref, { target }) receives into existing tensors; strided targets are refused", async () => {
+    const ref = sender.make(4096)
+    const target = Tensor.zeros([1024], { dtype: "float32" })
+    const value = (await cluster.get(ref, { target: [target] })) as Tensor
+    expect(value).toBe(target)
+    expect(target.sum()).toBe(1024)
+
+    const strided = Tensor.zeros([2048], { dtype: "float32" }).slice(0, 0, 2048, 2)
+    const error = await cluster.get(ref, { target: [strided] }).catch((e: unknown) => e)
+    expect(tagOf(error)).toBe("ShapeError")
+    expect((error as Error).message).toMatch(/strided|contiguous/)
+
+    const wrong = await cluster.get(ref, { target: [Tensor.zeros([10], { dtype: "float32" })] }).catch((e: unknown) => e)
+    expect(tagOf(wrong)).toBe("ShapeError")
+    ref.release()
+  })
+})
+
+describe("a registered memory pool", () => {
+  it("registers once, hands out blocks, takes them back, and names its size when exhausted", async () => {
+    expect(await take(sender.poolCreate(1 << 20))).toBe(1)
+    const regs = (await cluster.inspect()).processes[sender.actorId].registrations
+    expect(regs).toHaveLength(1)
+
+    // Tensors of the pool travel without another registration.
+    const a = sender.poolMake(256 << 10, 2)
+    expect(await take(receiver.sum(a))).toBe(2 * 65536)
+    expect((await take(sender.poolStats())).refs).toBe(2)
+    expect((await cluster.inspect()).processes[sender.actorId].registrations).toHaveLength(1)
+    a.release()
+
+    // Exhaustion: a typed error naming the pool's size; freed blocks are handed out again. (The
+    // block of `a` returns to the pool when its storage is collected, so sizes leave room for it.)
+    expect(await take(sender.poolKeep(640 << 10))).toBeGreaterThanOrEqual(640 << 10)
+    const full = await take(sender.poolTry(512 << 10))
+    expect(full).toMatch(/^OutOfMemoryError: /)
+    expect(full).toContain("1048576 bytes")
+    expect(await take(sender.poolDrop())).toBeLessThanOrEqual((256 << 10) + 4096)
+    expect(await take(sender.poolTry(512 << 10))).toBe("ok")
+
+    // The receiver's own pool as a target: the destination needs no registration either.
+    await take(receiver.poolCreate(1 << 20))
+    const b = sender.produce([Tensor.full([16 << 10], 1, { dtype: "float32" })])
+    expect(await take(receiver.poolReceive(b, 64 << 10))).toBe(16 << 10)
+    b.release()
+
+    await take(sender.poolClose())
+    await take(receiver.poolClose())
+  })
+})
+
+describe("failures", () => {
+  it("a frozen producer: the get times out (AbortSignal), and after it wakes a new transfer works", async () => {
+    // A producer this process never connected to: the READ needs its answer to wire up, and a
+    // stopped process gives none. (Once connected, cma reads even a stopped process's memory.)
+    const [frozen] = await cluster.spawn(NixlWorker, { count: 1 })
+    const ref = frozen.make(4 << 20)
+    await take(frozen.numel(ref))
+    const pid = await take(frozen.pid())
+    process.kill(pid, "SIGSTOP")
+    try {
+      const error = await cluster.get(ref, { timeoutMs: 1500 }).catch((e: unknown) => e)
+      expect(tagOf(error)).toBe("TimeoutError")
+      expect((await cluster.inspect()).processes.driver.pendingTransfers).toEqual([])
+    } finally {
+      process.kill(pid, "SIGCONT")
+    }
+    expect(((await cluster.get(ref, { timeoutMs: 20_000 })) as Tensor).numel).toBe(1 << 20)
+    ref.release()
+  })
+
+  it.each([
+    { when: "before it ever connected", warm: false },
+    { when: "after a connection exists", warm: true },
+  ])("a producer killed $when: TransferError, and the receiver keeps working with a new producer", async ({ warm }) => {
+    const [victim] = await cluster.spawn(NixlWorker, { count: 1 })
+    if (warm) {
+      const small = victim.make(4096)
+      expect(await take(receiver.numel(small))).toBe(1024)
+      small.release()
+    }
+    const ref = victim.make(64 << 20)
+    await take(victim.numel(ref))
+    const pid = await take(victim.pid())
+    process.kill(pid, "SIGKILL")
+    await sleep(100)
+    // The owner may learn of the death first; the receiver's NIXL READ must fail typed either way.
+    const error = await take(receiver.numel(ref)).catch((e: unknown) => e)
+    expect(["TransferError", "ActorDiedError"]).toContain(tagOf(error))
+    ref.release()
+    const fresh = sender.make(1 << 20)
+    expect(await take(receiver.numel(fresh))).toBe(1 << 18)
+    fresh.release()
+  })
+
+})
