@@ -33,8 +33,9 @@ fi
 # NIXL's C API comes from its PyPI wheel, installed into .tools/nixl (no system-wide change).
 bash packages/transport-nixl/scripts/install-wheel.sh
 
-# npm ci reproduces the lockfile exactly; nothing is downloaded at install time beyond the registry packages.
-npm ci --no-audit --no-fund
+# Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages
+# (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.
+npm install --no-audit --no-fund
 NX_DAEMON=false npx nx run-many -t build --outputStyle=static
 
 if [[ "${1:-}" == "--demo" ]]; then
