@@ -135,15 +135,18 @@ class HostMemoryCache {
   private idleBytes = 0
   private readonly capacity = recycleCapacity()
   private lastCollectMs = 0
-  /** Bytes of large buffers handed out since the last collection: what a collection could recycle. */
-  private lentSinceCollect = 0
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
 
   /** Collects now, when the process is idle, so that the next large allocation finds warm memory waiting. */
   collectIdle(): void {
     const gc = forceGc()
-    if (gc === undefined || !this.worthCollecting(this.lentSinceCollect)) return
+    if (gc === undefined || this.idle.size > 0) return
+    let outstanding = 0
+    for (const [byteLength, set] of this.lent) outstanding += byteLength * set.size
+    if (!this.worthCollecting(outstanding)) return
     this.runCollection(gc)
+    // The registry's callbacks run later, as a task: what just died is made idle now.
+    for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
   }
 
   /** A collection pays when it costs less than faulting in the pages it may recycle (about 2 GB/s here). */
@@ -155,7 +158,6 @@ class HostMemoryCache {
     const started = performance.now()
     gc()
     this.lastCollectMs = performance.now() - started
-    this.lentSinceCollect = 0
   }
 
   take(byteLength: number): SharedArrayBuffer {
@@ -167,7 +169,6 @@ class HostMemoryCache {
     const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory) }
     this.lentOf(byteLength).add(lent)
     this.released.register(handed, lent)
-    this.lentSinceCollect += byteLength
     return handed
   }
 
@@ -214,9 +215,10 @@ class HostMemoryCache {
 const hostMemory = new HostMemoryCache()
 
 /**
- * For a process's idle moments (tensorlane's actors call it when no call is running): collects garbage
- * now if large host buffers were handed out since the last collection, so that their memory waits,
- * warm, for the next allocation instead of costing a collection (or page faults) on its critical path.
+ * For a process's idle moments, after it dropped large tensors (tensorlane's actors call it after a
+ * free, or after a call that received copies): collects garbage now if no recycled memory is waiting
+ * and the large buffers still handed out are worth it, so that their memory waits, warm, for the next
+ * allocation instead of costing a collection (or page faults) on its critical path.
  */
 export const recycleHostMemory = (): void => hostMemory.collectIdle()
 

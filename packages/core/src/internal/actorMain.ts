@@ -199,7 +199,7 @@ class Actor {
 
   private recycleScheduled = false
 
-  /** Memory freed by the last call or free is recycled while nothing runs, off the next call's path. */
+  /** Memory dropped by a call or a free is recycled while nothing runs, off the next call's path. */
   private whenIdle(): void {
     if (this.running > 0 || this.recycleScheduled) return
     this.recycleScheduled = true
@@ -214,16 +214,17 @@ class Actor {
     while (this.running < limit && this.queue.length > 0) {
       const { call, body } = this.queue.shift()!
       this.running++
-      this.run(call, body).finally(() => {
+      this.run(call, body).then((droppedCopies) => {
         this.running--
         if (this.running === 0) this.borrows.flush()
         this.pump()
-        this.whenIdle()
+        if (droppedCopies) this.whenIdle()
       })
     }
   }
 
-  private async run(call: Call, body: Buffer | undefined): Promise<void> {
+  /** Runs a call and sends its result; resolves with whether it dropped received copies afterwards. */
+  private async run(call: Call, body: Buffer | undefined): Promise<boolean> {
     const transfers: Array<TransferStat> = []
     const received: Array<string> = []
     try {
@@ -239,6 +240,7 @@ class Actor {
     } finally {
       for (const objectId of received) this.runtime.store.dropReceived(objectId)
     }
+    return received.length > 0
   }
 
   private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
