@@ -11,10 +11,8 @@
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
-import { NativeLibraryError } from "@tensorlane/core"
+import { NativeLibraryError, type NativeAddonSpec, packageRootOf, requireNativeAddon } from "@tensorlane/core"
 import type { NixlAddon } from "../AddonTypes.js"
 import { nixlSettings } from "./settings.js"
 
@@ -27,18 +25,12 @@ const FIX_LIBRARY = `bash tools/setup.sh (it runs packages/transport-nixl/script
 /** The wheels' folders that hold libnixl_capi.so, relative to their install target. */
 const WHEEL_LIB_DIRS = [".nixl_cu12.mesonpy.libs", ".nixl_cu13.mesonpy.libs"]
 
-const require = createRequire(import.meta.url)
-
-/** The package folder: this code runs from src/internal (tests) or bundled into dist/ (built). */
-const packageRoot = (): string => {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  for (;;) {
-    const manifest = join(dir, "package.json")
-    if (fs.existsSync(manifest) && JSON.parse(fs.readFileSync(manifest, "utf8")).name === PACKAGE) return dir
-    const parent = dirname(dir)
-    if (parent === dir) return dirname(dirname(fileURLToPath(import.meta.url)))
-    dir = parent
-  }
+const addonSpec: NativeAddonSpec = {
+  packageName: PACKAGE,
+  moduleUrl: import.meta.url,
+  file: ADDON_FILE,
+  overrideEnv: "TENSORLANE_NIXL_ADDON",
+  fix: FIX_ADDON,
 }
 
 const ancestors = (start: string): Array<string> => {
@@ -68,44 +60,14 @@ export const libraryCandidates = (): ReadonlyArray<string> => {
   const out: Array<string> = []
   const libDir = process.env.NIXL_LIB_DIR
   if (libDir !== undefined && libDir !== "") out.push(join(libDir, LIBRARY))
-  const roots = new Set([...ancestors(packageRoot()), ...ancestors(process.cwd())])
+  const roots = new Set([...ancestors(packageRootOf(import.meta.url, PACKAGE)), ...ancestors(process.cwd())])
   for (const root of roots) for (const dir of WHEEL_LIB_DIRS) out.push(join(root, ".tools", "nixl", dir, LIBRARY))
   for (const site of sitePackages()) for (const dir of WHEEL_LIB_DIRS) out.push(join(site, dir, LIBRARY))
   out.push(LIBRARY)
   return [...new Set(out)]
 }
 
-/** Where the addon may be, in the order tried: TENSORLANE_NIXL_ADDON, then cmake-js's Release and Debug outputs. */
-export const addonCandidates = (): ReadonlyArray<string> => {
-  const root = packageRoot()
-  const override = process.env.TENSORLANE_NIXL_ADDON
-  return [
-    ...(override !== undefined && override !== "" ? [override] : []),
-    join(root, "build", "Release", ADDON_FILE),
-    join(root, "build", "Debug", ADDON_FILE),
-  ]
-}
-
-const requireAddon = (): { readonly addon: NixlAddon; readonly path: string } => {
-  const tried = addonCandidates()
-  const failures: Array<string> = []
-  for (const path of tried.filter((p) => fs.existsSync(p))) {
-    try {
-      return { addon: require(path) as NixlAddon, path }
-    } catch (error) {
-      failures.push(`${path}: ${error instanceof Error ? error.message : String(error)}`)
-    }
-  }
-  throw new NativeLibraryError({
-    message:
-      failures.length === 0
-        ? `the nixl addon is not built: no ${ADDON_FILE} at ${tried.join(", ")}. Build it: ${FIX_ADDON}`
-        : `the nixl addon cannot be loaded: ${failures.join("; ")}. Rebuild it: ${FIX_ADDON}`,
-    library: ADDON_FILE,
-    tried,
-    fix: FIX_ADDON,
-  })
-}
+const requireAddon = (): { readonly addon: NixlAddon; readonly path: string } => requireNativeAddon<NixlAddon>(addonSpec)
 
 let loaded: { readonly addon: NixlAddon; readonly library: string } | undefined
 
