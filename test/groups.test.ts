@@ -48,6 +48,8 @@ describe("collective groups", () => {
   it("move nested values of every dtype between members, both ways", async () => {
     const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "pair" })
     expect(group.members).toEqual([p0.actorId, p1.actorId])
+    expect(cluster.listGroups()).toEqual([{ name: "pair", backend: "socketpair", members: [p0.actorId, p1.actorId] }])
+    expect(cluster.transportNames).toEqual(["object-store", "socketpair"])
     expect(await take(p1.groupRank("pair"))).toBe(1)
     expect((await cluster.inspect()).processes[p0.actorId].groups).toEqual(["pair"])
     for (const n of [8, 8192]) {

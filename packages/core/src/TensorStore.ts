@@ -106,9 +106,6 @@ export class TensorStore {
     return { primary: [...this.primary.keys()], received: [...this.received.keys()] }
   }
 
-  allPrimary(): Array<StoredObject> {
-    return [...this.primary.values()]
-  }
 }
 
 const storageIds = (tensors: ReadonlyArray<Tensor>): Set<number> => new Set(tensors.map((t) => t.storage.id))

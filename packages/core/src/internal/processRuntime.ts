@@ -19,7 +19,7 @@ import { toWireTensor } from "./wireTensor.js"
 import { parseDevice } from "../Device.js"
 
 /** Object-store values up to this many tensor bytes travel inside the owner's messages. */
-export const INLINE_LIMIT = 64 * 1024
+const INLINE_LIMIT = 64 * 1024
 
 export interface ResolveOptions {
   readonly useObjectStore?: boolean

@@ -24,7 +24,7 @@ export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<v
 export const normalizeSpecifier = (specifier: string): string =>
   specifier.startsWith(".") || isAbsolute(specifier) ? pathToFileURL(resolve(specifier)).href : specifier
 
-export const importTransports = async (specifier: string): Promise<Array<TensorTransport>> => {
+const importTransports = async (specifier: string): Promise<Array<TensorTransport>> => {
   let module: Record<string, unknown>
   try {
     module = await import(specifier)
