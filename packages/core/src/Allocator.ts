@@ -38,6 +38,8 @@ export interface MemoryPool extends Allocator {
   /** Bytes held by live blocks, alignment padding included. */
   readonly used: number
   readonly freeBytes: number
+  /** The pool's whole host memory, every block a view of it (so that a transport can register it once); undefined for device pools. */
+  readonly region: Uint8Array | undefined
 }
 
 export type DeviceAllocatorFactory = (device: Device) => Allocator
@@ -291,6 +293,10 @@ class CpuMemoryPool implements MemoryPool {
 
   get freeBytes(): number {
     return this.capacity - this.used
+  }
+
+  get region(): Uint8Array {
+    return new Uint8Array(this.buffer)
   }
 
   allocate(byteLength: number): Storage {

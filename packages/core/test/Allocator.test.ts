@@ -326,3 +326,15 @@ describe("device allocators", () => {
     expect(() => registerDeviceAllocator("tpu" as "cuda", fake)).toThrow(DeviceError)
   })
 })
+
+describe("pool region", () => {
+  it("is the whole pool memory, every block a view of it", () => {
+    const pool = createCpuMemoryPool({ capacity: 4096, name: "region" })
+    const block = pool.allocate(100)
+    expect(pool.region?.byteLength).toBe(4096)
+    expect(block.bytes.buffer).toBe(pool.region?.buffer)
+    block.bytes[0] = 7
+    expect(pool.region?.[block.bytes.byteOffset]).toBe(7)
+    pool.free(block)
+  })
+})

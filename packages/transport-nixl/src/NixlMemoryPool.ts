@@ -48,6 +48,10 @@ class RegisteredPool implements NixlMemoryPool {
     return this.inner.freeBytes
   }
 
+  get region(): Uint8Array | undefined {
+    return this.inner.region
+  }
+
   get registered(): boolean {
     return this.key !== undefined
   }
@@ -87,12 +91,11 @@ class RegisteredPool implements NixlMemoryPool {
 export const createNixlMemoryPool = (options: CpuMemoryPoolOptions): NixlMemoryPool => {
   const name = options.name ?? "nixl-pool"
   const inner = createCpuMemoryPool({ ...options, name })
-  // Core's pool does not expose its buffer; every block is a view of it, an empty one included.
-  const buffer = inner.allocate(0).bytes.buffer
+  const region = inner.region!
   const { addon } = loadNixl()
   let key: RegionKey
   try {
-    key = addon.acquire({ mem: "dram", device: 0, bytes: new Uint8Array(buffer) })
+    key = addon.acquire({ mem: "dram", device: 0, bytes: region })
   } catch (error) {
     throw toTensorlaneError(error, `registering NIXL memory pool "${name}" (${inner.capacity} bytes)`)
   }
