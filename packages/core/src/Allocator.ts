@@ -142,7 +142,7 @@ class HostMemoryCache {
   /** Collects now, when the process is idle, so that the next large allocation finds warm memory waiting. */
   collectIdle(): void {
     const gc = forceGc()
-    if (gc === undefined || this.idle.size > 0) return
+    if (gc === undefined || this.idleBytes > 0) return
     let outstanding = 0
     for (const [byteLength, set] of this.lent) outstanding += byteLength * set.size
     if (!this.worthCollecting(outstanding)) return
