@@ -27,7 +27,6 @@ import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
 import { Connection, connect } from "./internal/connection.js"
-import type { Frame } from "./internal/frame.js"
 import {
   type ActorInspection,
   type AgentReply,
@@ -217,7 +216,7 @@ export class Cluster implements AsyncDisposable {
     )
     const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected")
     if (failed !== undefined) {
-      for (const s of started) if (s.status === "fulfilled") this.kill(s.value)
+      for (const s of started) if (s.status === "fulfilled") s.value.child.kill("SIGKILL")
       throw failed.reason
     }
     return started.map((s) => this.handle<D>((s as PromiseFulfilledResult<ActorRecord>).value))
@@ -256,7 +255,7 @@ export class Cluster implements AsyncDisposable {
             }
             return
           }
-          this.onActorMessage(record, message, frame)
+          this.onActorMessage(record, message)
         },
         onClose: (error) => {
           if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting${error ? `: ${error.message}` : ""}`, actor: id }))
@@ -306,10 +305,6 @@ export class Cluster implements AsyncDisposable {
     const record = this.actors.get(handle.actorId)
     if (record === undefined) throw new ClusterClosedError({ message: `actor ${handle.actorId} is not part of this cluster` })
     return record
-  }
-
-  private kill(record: ActorRecord): void {
-    record.child.kill("SIGKILL")
   }
 
   // ---- Calls
@@ -393,17 +388,16 @@ export class Cluster implements AsyncDisposable {
       to,
       toRank,
       timeoutMs: this.options.transferTimeoutMs,
-    }).catch((error) => {
+    }).catch(() => {
       // The receiver fails on its own (the transport reports the broken transfer); tell it early.
       const consumer = this.actors.get(to)
       if (consumer !== undefined && consumer.alive) {
         this.agentRequest(consumer, { _tag: "PeerDied", reqId: 0, peer: entry.producer }, false).catch(() => undefined)
       }
-      void error
     })
   }
 
-  private onActorMessage(record: ActorRecord, message: FromActor, _frame: Frame): void {
+  private onActorMessage(record: ActorRecord, message: FromActor): void {
     switch (message._tag) {
       case "Result": {
         const call = record.inFlight.get(message.callId)
