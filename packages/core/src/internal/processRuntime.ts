@@ -173,6 +173,9 @@ export class ProcessRuntime {
         Effect.withSpan("tensorlane.transfer", {
           attributes: { transport: via, from: info.producer, to: this.processId, objectId: info.objectId },
         }),
+        // A transfer that failed (timeout, dead peer) may still be written by a transport that could not
+        // cancel it (an aborted gloo receive stays posted): its buffers must never be recycled for new tensors.
+        Effect.tapError(() => Effect.sync(() => options.target === undefined && quarantine.push(...into))),
       ),
     )
     const stat: TransferStat = {
@@ -187,6 +190,9 @@ export class ProcessRuntime {
     return { value: build(into), received: true, tensors: into, stat }
   }
 }
+
+/** Receive buffers of failed transfers, kept for the life of the process (see resolve). */
+const quarantine: Array<Tensor> = []
 
 const allocate = (metas: ReadonlyArray<TensorMeta>): Array<Tensor> =>
   metas.map((m) => {
