@@ -235,6 +235,8 @@ export class Cluster implements AsyncDisposable {
       let ready = false
       const exited = new Promise<void>((done) => child.once("exit", () => done()))
       const control = new Connection(child.stdio[3] as import("node:net").Socket, {
+        // An actor's messages to the driver never carry a body.
+        maxBodyBytes: 0,
         onFrame: (frame) => {
           let message: FromActor
           try {
@@ -537,19 +539,26 @@ export class Cluster implements AsyncDisposable {
     let targetOffset = 0
     for (const ref of list) {
       if (ref.released) throw new ObjectFreedError({ message: `${ref} was released`, objectId: ref.id })
-      const entry = await this.directory.wait(this.directory.require(ref.id), Math.max(0, deadline - performance.now())).catch((error) => {
-        throw error instanceof TimeoutError ? new TimeoutError({ message: `get of ${ref} did not complete within ${timeoutMs} ms`, timeoutMs }) : error
-      })
-      if (entry.state === "failed") throw entry.error!
-      const info = entry.info!
-      const target = options.target?.slice(targetOffset, targetOffset + info.tensors.length)
-      targetOffset += info.tensors.length
-      const resolved = await this.runtime.resolve(info, {
-        timeoutMs: Math.min(this.options.transferTimeoutMs, Math.max(1, deadline - performance.now())),
-        ...(options.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
-        ...(target !== undefined ? { target } : {}),
-      })
-      values.push(resolved.value)
+      const pending = this.directory.require(ref.id)
+      // The object stays alive while this get needs it, even if the caller drops its ref meanwhile.
+      this.directory.acquire(pending.id)
+      try {
+        const entry = await this.directory.wait(pending, Math.max(0, deadline - performance.now())).catch((error) => {
+          throw error instanceof TimeoutError ? new TimeoutError({ message: `get of ${ref} did not complete within ${timeoutMs} ms`, timeoutMs }) : error
+        })
+        if (entry.state === "failed") throw entry.error!
+        const info = entry.info!
+        const target = options.target?.slice(targetOffset, targetOffset + info.tensors.length)
+        targetOffset += info.tensors.length
+        const resolved = await this.runtime.resolve(info, {
+          timeoutMs: Math.min(this.options.transferTimeoutMs, Math.max(1, deadline - performance.now())),
+          ...(options.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
+          ...(target !== undefined ? { target } : {}),
+        })
+        values.push(resolved.value)
+      } finally {
+        this.directory.release(pending.id)
+      }
     }
     return isObjectRef(refs) ? values[0] : values
   }

@@ -18,7 +18,7 @@ import { toWireTensor } from "./wireTensor.js"
 import { Connection } from "./connection.js"
 import type { Frame } from "./frame.js"
 import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decodeToActor } from "./messages.js"
-import { ProcessRuntime } from "./processRuntime.js"
+import { ProcessRuntime, quarantine } from "./processRuntime.js"
 import { validateMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName } from "./transportRegistry.js"
 import { decodeValue } from "./valueCodec.js"
@@ -148,8 +148,10 @@ class Actor {
         this.pump()
         return
       case "Free":
-        this.runtime.free(message.objectIds).catch((error) => console.error("tensorlane: free failed:", error))
-        this.whenIdle()
+        this.runtime.free(message.objectIds).then(
+          () => this.whenIdle(),
+          (error) => console.error("tensorlane: free failed:", error),
+        )
         return
       case "Resolved": {
         const waiter = this.resolving.get(message.reqId)
@@ -214,12 +216,17 @@ class Actor {
     while (this.running < limit && this.queue.length > 0) {
       const { call, body } = this.queue.shift()!
       this.running++
-      this.run(call, body).then((droppedCopies) => {
-        this.running--
-        if (this.running === 0) this.borrows.flush()
-        this.pump()
-        if (droppedCopies) this.whenIdle()
-      })
+      this.run(call, body)
+        .catch((error: unknown) => {
+          console.error(`tensorlane: ${this.init.actorId} could not answer call ${call.callId}:`, error)
+          return false
+        })
+        .then((droppedCopies) => {
+          this.running--
+          if (this.running === 0) this.borrows.flush()
+          this.pump()
+          if (droppedCopies) this.whenIdle()
+        })
     }
   }
 
@@ -313,15 +320,20 @@ class Actor {
           throw new MissingGroupError({ message: `${this.init.actorId} is in no group named "${name}"`, backend: "" })
         }
         const collective = (kind: "allreduce" | "broadcast", tensors: ReadonlyArray<Tensor>, reduce: ReduceOp, root: number, timeoutMs?: number) =>
-          this.runtime.agent.command<void>({
-            op: "collective",
-            kind,
-            group: name,
-            tensors: tensors.map(toWireTensor),
-            reduce,
-            root,
-            timeoutMs: timeoutMs ?? this.init.transferTimeoutMs,
-          })
+          this.runtime.agent
+            .command<void>({
+              op: "collective",
+              kind,
+              group: name,
+              tensors: tensors.map(toWireTensor),
+              reduce,
+              root,
+              timeoutMs: timeoutMs ?? this.init.transferTimeoutMs,
+            })
+            .catch((error: unknown) => {
+              quarantine(tensors)
+              throw error
+            })
         return {
           ...member,
           allreduce: (tensors, options) => collective("allreduce", tensors, options?.op ?? "sum", 0, options?.timeoutMs),

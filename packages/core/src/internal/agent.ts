@@ -326,6 +326,8 @@ export class Agent {
 
   private accept(socket: net.Socket): void {
     const accepted = new Connection(socket, {
+      // Requests to an agent never carry a body.
+      maxBodyBytes: 0,
       onClose: (_error, connection) => this.accepted.delete(connection),
       onFrame: (frame, connection) => {
         let request: AgentRequest

@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import type { AgentCommand, AgentEvent, AgentOptions } from "./agent.js"
 import type { WireError } from "./messages.js"
+import { TransferError } from "../Errors.js"
 import { fromWireError } from "./wireError.js"
 
 type Reply = { id: number; value?: unknown; error?: WireError } | { started: boolean; error?: WireError } | AgentEvent
@@ -10,6 +11,7 @@ type Reply = { id: number; value?: unknown; error?: WireError } | { started: boo
 export class AgentClient {
   private readonly calls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
   private nextId = 1
+  private dead: Error | undefined
 
   private constructor(
     private readonly worker: Worker,
@@ -21,6 +23,11 @@ export class AgentClient {
     const client = new AgentClient(worker, options.address)
     return new Promise((resolve, reject) => {
       worker.on("error", (error) => {
+        reject(error)
+        client.failAll(error)
+      })
+      worker.on("exit", (code) => {
+        const error = new TransferError({ message: `the transfer agent of ${options.processId} exited (code ${code})`, transport: "agent" })
         reject(error)
         client.failAll(error)
       })
@@ -49,11 +56,13 @@ export class AgentClient {
   }
 
   private failAll(error: Error): void {
+    this.dead ??= error
     for (const call of this.calls.values()) call.reject(error)
     this.calls.clear()
   }
 
   command<A = unknown>(command: AgentCommand): Promise<A> {
+    if (this.dead !== undefined) return Promise.reject(this.dead)
     const id = this.nextId++
     return new Promise<A>((resolve, reject) => {
       if (this.calls.size === 0) this.worker.ref()

@@ -11,9 +11,18 @@ agent.start().then(
   (error) => port.postMessage({ started: false, error: toWireError(error) }),
 )
 
+const reply = (id: number, outcome: { value: unknown } | { error: unknown }): void => {
+  try {
+    port.postMessage("value" in outcome ? { id, value: outcome.value } : { id, error: toWireError(outcome.error) })
+  } catch (cause) {
+    // A value that cannot be cloned (a transport's metadata, say) must not kill the agent.
+    port.postMessage({ id, error: toWireError(cause) })
+  }
+}
+
 port.on("message", ({ id, command }: { id: number; command: AgentCommand }) => {
   agent.command(command).then(
-    (value) => port.postMessage({ id, value }),
-    (error) => port.postMessage({ id, error: toWireError(error) }),
+    (value) => reply(id, { value }),
+    (error) => reply(id, { error }),
   )
 })

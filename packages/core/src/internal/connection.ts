@@ -10,6 +10,8 @@ export interface ConnectionHandlers {
   readonly onFrame: (frame: Frame, connection: Connection) => void
   readonly onClose?: (error: Error | undefined, connection: Connection) => void
   readonly bodyDestinations?: BodyDestinations
+  /** The largest frame body the peer may send (0 on channels whose messages carry none). */
+  readonly maxBodyBytes?: number
 }
 
 const SCRATCH_BYTES = 64 * 1024
@@ -46,7 +48,7 @@ export class Connection {
     private readonly handlers: ConnectionHandlers,
     reader?: FrameReader,
   ) {
-    this.reader = reader ?? new FrameReader((frame) => handlers.onFrame(frame, this), handlers.bodyDestinations)
+    this.reader = reader ?? new FrameReader((frame) => handlers.onFrame(frame, this), handlers.bodyDestinations, handlers.maxBodyBytes)
     if (reader === undefined) {
       socket.on("data", (chunk: Buffer) => {
         try {
@@ -63,7 +65,7 @@ export class Connection {
   /** Wraps a socket that reads straight into frame destinations; `open` creates it with the given read options. */
   static direct(open: (onread: net.OnReadOpts) => net.Socket, handlers: ConnectionHandlers): Connection {
     let connection: Connection | undefined
-    const reader = new FrameReader((frame) => handlers.onFrame(frame, connection!), handlers.bodyDestinations)
+    const reader = new FrameReader((frame) => handlers.onFrame(frame, connection!), handlers.bodyDestinations, handlers.maxBodyBytes)
     const socket = open(directReads(() => reader, (error) => connection?.fail(error)))
     connection = new Connection(socket, handlers, reader)
     return connection

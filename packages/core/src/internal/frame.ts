@@ -81,6 +81,8 @@ export class FrameReader {
   constructor(
     private readonly onFrame: (frame: Frame) => void,
     private readonly bodyDestinations?: BodyDestinations,
+    /** Channels whose messages never carry a body say 0: a peer cannot make us buffer one. */
+    private readonly maxBodyBytes = MAX_BODY_BYTES,
   ) {}
 
   push(chunk: Buffer): void {
@@ -116,8 +118,8 @@ export class FrameReader {
         if (headerLength === 0 || headerLength > MAX_HEADER_BYTES) {
           throw new ProtocolError({ message: `frame header length ${headerLength} outside 1..${MAX_HEADER_BYTES}` })
         }
-        if (bodyLength > MAX_BODY_BYTES) {
-          throw new ProtocolError({ message: `frame body length ${bodyLength} exceeds ${MAX_BODY_BYTES}` })
+        if (bodyLength > this.maxBodyBytes) {
+          throw new ProtocolError({ message: `frame body length ${bodyLength} exceeds ${this.maxBodyBytes} on this channel` })
         }
         this.headerLength = headerLength
         this.bodyLength = bodyLength

@@ -113,8 +113,14 @@ export class ProcessRuntime {
   /** Frees primary copies the owner no longer needs, and what their transports registered. */
   async free(objectIds: ReadonlyArray<string>): Promise<void> {
     for (const id of objectIds) this.store.unpinReceived(id)
-    const held = objectIds.filter((id) => this.store.freePrimary(id) !== undefined)
-    if (held.length > 0) await this.agent.command({ op: "release", objectIds: held })
+    const held = objectIds.filter((id) => this.store.getPrimary(id) !== undefined)
+    if (held.length === 0) return
+    // The store keeps the tensors (and so their memory) until the transports let go of them.
+    try {
+      await this.agent.command({ op: "release", objectIds: held })
+    } finally {
+      for (const id of held) this.store.freePrimary(id)
+    }
   }
 
   /** Turns an owner's ObjectInfo into a value here: the same tensors, inline bytes, or a transfer. */
@@ -173,9 +179,7 @@ export class ProcessRuntime {
         Effect.withSpan("tensorlane.transfer", {
           attributes: { transport: via, from: info.producer, to: this.processId, objectId: info.objectId },
         }),
-        // A transfer that failed (timeout, dead peer) may still be written by a transport that could not
-        // cancel it (an aborted gloo receive stays posted): its buffers must never be recycled for new tensors.
-        Effect.tapError(() => Effect.sync(() => options.target === undefined && quarantine.push(...into))),
+        Effect.tapError(() => Effect.sync(() => quarantine(into))),
       ),
     )
     const stat: TransferStat = {
@@ -191,8 +195,16 @@ export class ProcessRuntime {
   }
 }
 
-/** Receive buffers of failed transfers, kept for the life of the process (see resolve). */
-const quarantine: Array<Tensor> = []
+const quarantined: Array<Tensor> = []
+
+/**
+ * Keeps the buffers of a failed transfer or collective for the life of the process: a transport that
+ * could not cancel (an aborted gloo receive stays posted) may still write them, so their memory must
+ * never be recycled for new tensors. Failures are rare; the memory they pin is the price of safety.
+ */
+export const quarantine = (tensors: ReadonlyArray<Tensor>): void => {
+  quarantined.push(...tensors)
+}
 
 const allocate = (metas: ReadonlyArray<TensorMeta>): Array<Tensor> =>
   metas.map((m) => {

@@ -1,4 +1,5 @@
 /** Errors crossing process boundaries: tensorlane's own keep their class, anything else becomes data. */
+import * as v8 from "node:v8"
 import * as Errors from "../Errors.js"
 import type { WireError } from "./messages.js"
 
@@ -11,12 +12,17 @@ for (const value of Object.values(Errors)) {
   }
 }
 
+/** The error's own fields that survive serialization: a field holding a function must not sink the reply. */
 const ownFields = (error: object): Record<string, unknown> => {
   const fields: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(error)) {
     if (key === "_tag" || key === "stack") continue
-    if (value === null || ["string", "number", "boolean"].includes(typeof value) || Array.isArray(value)) {
+    if (value !== null && !["string", "number", "boolean"].includes(typeof value) && !Array.isArray(value)) continue
+    try {
+      v8.serialize(value)
       fields[key] = value
+    } catch {
+      // Not data: left out.
     }
   }
   return fields
