@@ -209,6 +209,8 @@ describe("cluster.broadcast over gloo", () => {
     const moved = await bytesMoved("gloo")
     expect([await take(b.sum(ref)), await take(c.sum(ref))]).toEqual([expected, expected])
     expect(await bytesMoved("gloo")).toBe(moved)
+    // No send was started for those calls either.
+    expect((await cluster.inspect()).processes[a.actorId].pendingTransfers).toEqual([])
     ref.release()
     await everyone.destroy()
   })

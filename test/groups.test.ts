@@ -16,7 +16,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { PairWorker } from "./fixtures/actors.ts"
 import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
-import { SOCKETPAIR, bytesMoved, expectClean, take as takeFrom } from "./helpers.ts"
+import { SOCKETPAIR, bytesMoved, expectClean, sleep, take as takeFrom } from "./helpers.ts"
 
 let cluster: Cluster
 let p0: ActorHandle<typeof PairWorker>
@@ -122,3 +122,23 @@ describe("collective groups", () => {
     await group.destroy()
   })
 })
+
+describe("failed creation", () => {
+  it("a member that dies during creation fails it at once; its partner can form a group again", async () => {
+    const [x, y, z] = await cluster.spawn(PairWorker, { count: 3 })
+    const pid = await take(y.pid())
+    process.kill(pid, "SIGSTOP")
+    const started = Date.now()
+    const creating = cluster.createCollectiveGroup([x, y], { backend: "socketpair", timeoutMs: 30_000 })
+    await sleep(300)
+    process.kill(pid, "SIGKILL")
+    const error = await creating.catch((e: unknown) => e)
+    expect((error as { _tag?: string })._tag).toBe("ActorDiedError")
+    expect(Date.now() - started).toBeLessThan(10_000)
+    expect(cluster.listGroups().filter((g) => g.members.includes(x.actorId))).toEqual([])
+    const again = await cluster.createCollectiveGroup([x, z], { backend: "socketpair" })
+    expect(await moved(x, z, 2)).toBe(2 * (LARGE / 4))
+    await again.destroy()
+  })
+})
+

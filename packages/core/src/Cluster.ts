@@ -319,7 +319,8 @@ export class Cluster implements AsyncDisposable {
     const argEntries = [...new Set(encoded.refs.map((r) => r.id))].map((id) => this.directory.require(id))
     const routes = new Map<string, { group: string; rank: number; toRank: number }>()
     for (const entry of argEntries) {
-      if (entry.producer === record.id) continue
+      // The producer has the very tensors; a receiver of a broadcast keeps its copy: no transfer either way.
+      if (entry.producer === record.id || entry.copies.has(record.id)) continue
       const capabilities = this.transport(entry.transport).capabilities
       if (capabilities.oneSided) continue
       const group = this.groupOf(entry.transport, entry.producer, record.id)
@@ -391,11 +392,7 @@ export class Cluster implements AsyncDisposable {
       toRank,
       timeoutMs: this.options.transferTimeoutMs,
     }).catch(() => {
-      // The receiver fails on its own (the transport reports the broken transfer); tell it early.
-      const consumer = this.actors.get(to)
-      if (consumer !== undefined && consumer.alive) {
-        this.agentRequest(consumer, { _tag: "PeerDied", reqId: 0, peer: entry.producer }, false).catch(() => undefined)
-      }
+      // The receiver fails by itself: its own timeout, or PeerDied should the producer die (onActorDeath).
     })
   }
 
@@ -594,11 +591,11 @@ export class Cluster implements AsyncDisposable {
       const ready = await this.directory.wait(entry, options.timeoutMs ?? Infinity)
       if (ready.state === "failed") throw ready.error!
       const info = ready.info!
-      const records = receivers.map((r) => this.actorOf(r)).filter((r) => r.id !== entry.producer)
+      const records = receivers.map((r) => this.actorOf(r)).filter((r) => r.id !== entry.producer && !entry.copies.has(r.id))
       const transport = this.transport(entry.transport)
       const timeoutMs = options.timeoutMs ?? this.options.transferTimeoutMs
       if (transport.capabilities.oneSided) {
-        await Promise.all(records.map((r) => this.prefetch(r, entry, info, false)))
+        await settleAll(records.map((r) => this.prefetch(r, entry, info, false)))
         return
       }
       const group = [...this.groups.values()].find(
@@ -628,7 +625,7 @@ export class Cluster implements AsyncDisposable {
               timeoutMs,
             }),
           )
-      await Promise.all([...records.map((r) => this.prefetch(r, entry, routed, whole)), ...sends])
+      await settleAll([...records.map((r) => this.prefetch(r, entry, routed, whole)), ...sends])
     } finally {
       this.directory.release(entry.id)
     }
@@ -637,9 +634,14 @@ export class Cluster implements AsyncDisposable {
   private prefetch(record: ActorRecord, entry: Entry, info: ObjectInfo, collective: boolean): Promise<void> {
     if (!record.alive) return Promise.reject(new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id }))
     const reqId = this.nextReq++
-    entry.copies.add(record.id)
     return new Promise((resolve, reject) => {
-      this.prefetches.set(reqId, { actor: record.id, resolve, reject })
+      const kept = () => {
+        // A copy counts once it is there; one that outlived its object is freed at once.
+        if (this.directory.get(entry.id) === entry) entry.copies.add(record.id)
+        else record.control.send({ _tag: "Free", objectIds: [entry.id] } satisfies ToActor)
+        resolve()
+      }
+      this.prefetches.set(reqId, { actor: record.id, resolve: kept, reject })
       record.control.send({ _tag: "Prefetch", reqId, info, collective } satisfies ToActor)
     })
   }
@@ -694,20 +696,31 @@ export class Cluster implements AsyncDisposable {
         this.agentRequest(r, { _tag: "Gathered", reqId: 0, group: name, blobs: blobs as Array<Uint8Array> }, false).catch(() => undefined)
       }
     }
-    const created = await Promise.allSettled(
-      records.map((r, rank) =>
-        this.agentRequest(
-          r,
-          { _tag: "GroupCreate", reqId: 0, setup: { name, backend, rank, worldSize: members.length, members, timeoutMs } },
-          true,
-          onGather,
-        ),
+    const requests = records.map((r, rank) =>
+      this.agentRequest(
+        r,
+        { _tag: "GroupCreate", reqId: 0, setup: { name, backend, rank, worldSize: members.length, members, timeoutMs } },
+        true,
+        onGather,
       ),
     )
-    const failure = created.find((c): c is PromiseRejectedResult => c.status === "rejected")
+    // The first failure ends the creation: the other members would wait in the rendezvous for ever.
+    let timer: NodeJS.Timeout | undefined
+    const failure = await Promise.race([
+      Promise.all(requests).then(() => undefined),
+      new Promise<unknown>((resolve) => requests.forEach((r) => r.catch(resolve))),
+      new Promise<unknown>((resolve) => {
+        timer = setTimeout(
+          () => resolve(new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs })),
+          timeoutMs,
+        )
+      }),
+    ])
+    clearTimeout(timer)
     if (failure !== undefined) {
-      await this.destroyGroup(record)
-      throw failure.reason
+      // Members that are stuck (stopped, or blocked in a native connect) must not hold up the failure.
+      void this.destroyGroup(record)
+      throw failure
     }
     return { name, backend, members, destroy: () => this.destroyGroup(record) }
   }
@@ -827,6 +840,12 @@ export class Cluster implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.shutdown()
   }
+}
+
+/** Waits for every promise, then fails with the first failure: nothing is left running behind an early rejection. */
+const settleAll = async (promises: ReadonlyArray<Promise<unknown>>): Promise<void> => {
+  const failed = (await Promise.allSettled(promises)).find((r): r is PromiseRejectedResult => r.status === "rejected")
+  if (failed !== undefined) throw failed.reason
 }
 
 /** Starts a cluster in this process (the driver). */

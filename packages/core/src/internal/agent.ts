@@ -105,7 +105,7 @@ export class Agent {
   private readonly pending = new Map<number, Pending>()
   private readonly outgoing = new Map<string, Promise<Connection>>()
   private readonly requests = new Map<number, OutgoingRequest>()
-  private readonly gathers = new Map<string, (blobs: ReadonlyArray<Uint8Array>) => void>()
+  private readonly gathers = new Map<string, { resolve: (blobs: ReadonlyArray<Uint8Array>) => void; reject: (error: Error) => void }>()
   private readonly server = net.createServer((socket) => this.accept(socket))
   private readonly accepted = new Set<Connection>()
   private nextId = 1
@@ -402,8 +402,8 @@ export class Agent {
         await transport.createGroup!({
           ...setup,
           allGather: (blob) =>
-            new Promise((resolve) => {
-              this.gathers.set(setup.name, resolve)
+            new Promise((resolve, reject) => {
+              this.gathers.set(setup.name, { resolve, reject })
               connection.send({ _tag: "Gather", reqId: request.reqId, group: setup.name, rank: setup.rank, blob } satisfies AgentReply)
             }),
         })
@@ -413,6 +413,9 @@ export class Agent {
         return
       }
       case "GroupDestroy": {
+        // A creation still in its rendezvous ends: the owner gave up on it.
+        this.gathers.get(request.name)?.reject(new TransferError({ message: `creating group "${request.name}" was abandoned`, transport: request.backend }))
+        this.gathers.delete(request.name)
         const group = this.groups.get(request.name)
         this.groups.delete(request.name)
         this.emitGroups()
@@ -421,9 +424,9 @@ export class Agent {
         return
       }
       case "Gathered": {
-        const resolve = this.gathers.get(request.group)
+        const gather = this.gathers.get(request.group)
         this.gathers.delete(request.group)
-        resolve?.(request.blobs)
+        gather?.resolve(request.blobs)
         return
       }
       case "PeerDied": {
