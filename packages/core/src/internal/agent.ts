@@ -77,6 +77,8 @@ interface OutgoingRequest {
   readonly into: ReadonlyArray<Uint8Array>
   readonly resolve: () => void
   readonly reject: (error: Error) => void
+  /** Given up on (timeout): its reply may still come, and is read into scratch memory of the expected size. */
+  abandoned: boolean
 }
 
 /**
@@ -259,13 +261,7 @@ export class Agent {
     const connection = await this.connection(address)
     const reqId = this.nextId++
     await new Promise<void>((resolve, reject) => {
-      const onAbort = () => {
-        // The reply may still arrive: its bytes then land nowhere (the request is gone) and the connection resyncs.
-        this.requests.delete(reqId)
-        reject(signal.reason)
-      }
-      signal.addEventListener("abort", onAbort, { once: true })
-      this.requests.set(reqId, {
+      const request: OutgoingRequest = {
         expected,
         into: into.map((t) => t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)),
         resolve: () => {
@@ -276,7 +272,14 @@ export class Agent {
           signal.removeEventListener("abort", onAbort)
           reject(error)
         },
-      })
+        abandoned: false,
+      }
+      const onAbort = () => {
+        request.abandoned = true
+        reject(signal.reason)
+      }
+      signal.addEventListener("abort", onAbort, { once: true })
+      this.requests.set(reqId, request)
       connection.send({ _tag: "Fetch", reqId, objectId } satisfies AgentRequest)
     })
   }
@@ -290,11 +293,11 @@ export class Agent {
           const reply = decodeAgentReply(header)
           if (reply._tag !== "Data") throw new ProtocolError({ message: `unexpected body on a ${reply._tag} reply` })
           const request = this.requests.get(reply.reqId)
-          // A request given up on (timeout): read its bytes into scratch memory to stay in sync.
-          if (request === undefined) return [new Uint8Array(bodyLength)]
+          if (request === undefined) throw new ProtocolError({ message: `a body for request ${reply.reqId}, which was never made` })
           const mismatch = metaMismatch(request.expected, reply.tensors)
           if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
-          return request.into
+          // Bytes of a request given up on land in scratch memory (of the size asked for) to keep the stream in sync.
+          return request.abandoned ? request.expected.map((m) => new Uint8Array(m.nbytes)) : request.into
         },
         onClose: (error) => {
           this.outgoing.delete(address)
@@ -319,6 +322,7 @@ export class Agent {
     const request = this.requests.get(reply.reqId)
     if (request === undefined) return
     this.requests.delete(reply.reqId)
+    if (request.abandoned) return
     if (reply._tag === "Data") request.resolve()
     else if (reply._tag === "Failed") request.reject(fromWireError(reply.error, { actor: "agent", method: "fetch" }))
     else request.reject(new ProtocolError({ message: `unexpected ${reply._tag} reply to a fetch` }))
