@@ -22,7 +22,7 @@ import {
 } from "./Errors.js"
 import type { GetOptions, PutOptions } from "./InActor.js"
 import { recordTransfer } from "./Metrics.js"
-import { ObjectRef, type RefTracker, isObjectRef } from "./ObjectRef.js"
+import { ObjectRef, type RefTracker } from "./ObjectRef.js"
 import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
@@ -529,35 +529,25 @@ export class Cluster implements AsyncDisposable {
   async get<R extends ReadonlyArray<ObjectRef<unknown>>>(refs: R, options?: GetOptions): Promise<{ [K in keyof R]: Unref<R[K]> }>
   async get(refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options: GetOptions = {}): Promise<unknown> {
     this.ensureOpen()
-    const list = isObjectRef(refs) ? [refs] : [...refs]
-    const timeoutMs = options.timeoutMs ?? Infinity
-    const deadline = performance.now() + timeoutMs
-    const values: Array<unknown> = []
-    let targetOffset = 0
-    for (const ref of list) {
+    return this.runtime.get(refs, options, this.options.transferTimeoutMs, async (ref, remainingMs) => {
       if (ref.released) throw new ObjectFreedError({ message: `${ref} was released`, objectId: ref.id })
       const pending = this.directory.require(ref.id)
       // The object stays alive while this get needs it, even if the caller drops its ref meanwhile.
       this.directory.acquire(pending.id)
+      const done = () => this.directory.release(pending.id)
       try {
-        const entry = await this.directory.wait(pending, Math.max(0, deadline - performance.now())).catch((error) => {
-          throw error instanceof TimeoutError ? new TimeoutError({ message: `get of ${ref} did not complete within ${timeoutMs} ms`, timeoutMs }) : error
+        const entry = await this.directory.wait(pending, remainingMs).catch((error) => {
+          throw error instanceof TimeoutError
+            ? new TimeoutError({ message: `get of ${ref} did not complete within ${options.timeoutMs} ms`, timeoutMs: options.timeoutMs! })
+            : error
         })
         if (entry.state === "failed") throw entry.error!
-        const info = entry.info!
-        const target = options.target?.slice(targetOffset, targetOffset + info.tensors.length)
-        targetOffset += info.tensors.length
-        const resolved = await this.runtime.resolve(info, {
-          timeoutMs: Math.min(this.options.transferTimeoutMs, Math.max(1, deadline - performance.now())),
-          ...(options.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
-          ...(target !== undefined ? { target } : {}),
-        })
-        values.push(resolved.value)
-      } finally {
-        this.directory.release(pending.id)
+        return { info: entry.info!, done }
+      } catch (error) {
+        done()
+        throw error
       }
-    }
-    return isObjectRef(refs) ? values[0] : values
+    })
   }
 
   /** Stores a value in the driver for actors to read (object-store or a one-sided transport). */

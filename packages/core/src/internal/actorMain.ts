@@ -5,11 +5,11 @@
 import * as net from "node:net"
 import { join } from "node:path"
 import { type ActorDefinition, isActorDefinition, methodOf } from "../Actor.js"
-import { currentAllocator, recycleHostMemory } from "../Allocator.js"
+import { recycleHostMemory } from "../Allocator.js"
 import { MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import { type ActorContext, actorContext } from "../InActor.js"
 import { ObjectRef, type RefTracker } from "../ObjectRef.js"
-import { Tensor } from "../Tensor.js"
+import type { Tensor } from "../Tensor.js"
 import { TensorStore } from "../TensorStore.js"
 import type { ReduceOp } from "../Transport.js"
 import type { AgentEvent } from "./agent.js"
@@ -18,12 +18,11 @@ import { toWireTensor } from "./wireTensor.js"
 import { Connection } from "./connection.js"
 import type { Frame } from "./frame.js"
 import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decodeToActor } from "./messages.js"
-import { ProcessRuntime, quarantine } from "./processRuntime.js"
+import { ProcessRuntime, quarantine, tensorsFromBytes } from "./processRuntime.js"
 import { validateMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName } from "./transportRegistry.js"
 import { decodeValue } from "./valueCodec.js"
 import { fromWireError, toWireError } from "./wireError.js"
-import { parseDevice } from "../Device.js"
 
 type Call = Extract<ToActor, { _tag: "Call" }>
 type Init = Extract<ToActor, { _tag: "Init" }>
@@ -251,7 +250,7 @@ class Actor {
   }
 
   private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
-    const byValue = tensorsFromBody(call.argTensors.map(validateMeta), body)
+    const byValue = tensorsFromBytes(call.argTensors.map(validateMeta), body ?? new Uint8Array(0), `call ${call.callId}`)
     const resolved = new Map<string, unknown>()
     for (const info of call.refs) {
       const r = await this.runtime.resolve(info, { timeoutMs: this.init.transferTimeoutMs })
@@ -291,28 +290,15 @@ class Actor {
         await acked
         return ref
       },
-      get: async (refs, options) => {
-        const list = Array.isArray(refs) ? refs : [refs as ObjectRef<unknown>]
-        const timeoutMs = options?.timeoutMs ?? Infinity
-        const values: Array<unknown> = []
-        let targetOffset = 0
-        for (const ref of list) {
+      get: (refs, options) =>
+        this.runtime.get(refs, options ?? {}, this.init.transferTimeoutMs, async (ref, remainingMs) => {
           const reqId = this.nextReq++
           const info = await new Promise<ObjectInfo>((resolve, reject) => {
             this.resolving.set(reqId, { resolve, reject })
-            send({ _tag: "Resolve", reqId, objectId: ref.id, ...(Number.isFinite(timeoutMs) ? { timeoutMs } : {}) })
+            send({ _tag: "Resolve", reqId, objectId: ref.id, ...(Number.isFinite(remainingMs) ? { timeoutMs: remainingMs } : {}) })
           })
-          const target = options?.target?.slice(targetOffset, targetOffset + info.tensors.length)
-          targetOffset += info.tensors.length
-          const r = await this.runtime.resolve(info, {
-            timeoutMs: Math.min(timeoutMs, this.init.transferTimeoutMs),
-            ...(options?.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
-            ...(target !== undefined ? { target } : {}),
-          })
-          values.push(r.value)
-        }
-        return Array.isArray(refs) ? values : values[0]
-      },
+          return { info }
+        }),
       waitTensorFreed: (tensor, options) => this.runtime.store.waitTensorFreed(tensor, options?.timeoutMs ?? Infinity),
       group: (name) => {
         const member = this.groups.find((g) => g.name === name)
@@ -342,20 +328,6 @@ class Actor {
       },
     }
   }
-}
-
-const tensorsFromBody = (metas: ReadonlyArray<ReturnType<typeof validateMeta>>, body: Buffer | undefined): Array<Tensor> => {
-  const total = metas.reduce((n, m) => n + m.nbytes, 0)
-  if ((body?.byteLength ?? 0) !== total) {
-    throw new ProtocolError({ message: `call carries ${body?.byteLength ?? 0} bytes of argument tensors, ${total} expected` })
-  }
-  let offset = 0
-  return metas.map((m) => {
-    const storage = currentAllocator(parseDevice(m.device)).allocate(m.nbytes)
-    storage.bytes.set(body!.subarray(offset, offset + m.nbytes))
-    offset += m.nbytes
-    return Tensor.fromStorage(storage, { dtype: m.dtype as Tensor["dtype"], shape: m.shape })
-  })
 }
 
 const missing = (what: string): never => {

@@ -5,7 +5,8 @@
 import { Effect } from "effect"
 import { currentAllocator } from "../Allocator.js"
 import { DeviceError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
-import type { ObjectRef } from "../ObjectRef.js"
+import type { GetOptions } from "../InActor.js"
+import { type ObjectRef, isObjectRef } from "../ObjectRef.js"
 import { Tensor } from "../Tensor.js"
 import type { TensorStore } from "../TensorStore.js"
 import type { TensorTransport } from "../Transport.js"
@@ -20,6 +21,12 @@ import { parseDevice } from "../Device.js"
 
 /** Object-store values up to this many tensor bytes travel inside the owner's messages. */
 const INLINE_LIMIT = 64 * 1024
+
+/** Where `get` finds an object: its info, and what to do once its value is resolved. */
+export interface Located {
+  readonly info: ObjectInfo
+  readonly done?: () => void
+}
 
 export interface ResolveOptions {
   readonly useObjectStore?: boolean
@@ -123,6 +130,39 @@ export class ProcessRuntime {
     }
   }
 
+  /**
+   * `get` of one ref or a list, in the driver or in an actor: `locate` finds each object (waiting until
+   * it is ready, within the time left); `target` tensors are handed out in the values' tensor order.
+   */
+  async get(
+    refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>,
+    options: GetOptions,
+    transferTimeoutMs: number,
+    locate: (ref: ObjectRef<unknown>, remainingMs: number) => Promise<Located>,
+  ): Promise<unknown> {
+    const list = isObjectRef(refs) ? [refs] : [...refs]
+    const deadline = performance.now() + (options.timeoutMs ?? Infinity)
+    const remaining = () => Math.max(0, deadline - performance.now())
+    const values: Array<unknown> = []
+    let targetOffset = 0
+    for (const ref of list) {
+      const { info, done } = await locate(ref, remaining())
+      try {
+        const target = options.target?.slice(targetOffset, targetOffset + info.tensors.length)
+        targetOffset += info.tensors.length
+        const resolved = await this.resolve(info, {
+          timeoutMs: Math.min(transferTimeoutMs, Math.max(1, remaining())),
+          ...(options.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
+          ...(target !== undefined ? { target } : {}),
+        })
+        values.push(resolved.value)
+      } finally {
+        done?.()
+      }
+    }
+    return isObjectRef(refs) ? values[0] : values
+  }
+
   /** Turns an owner's ObjectInfo into a value here: the same tensors, inline bytes, or a transfer. */
   async resolve(info: ObjectInfo, options: ResolveOptions): Promise<Resolved> {
     const metas = info.tensors.map(validateMeta)
@@ -140,13 +180,7 @@ export class ProcessRuntime {
     }
     if (options.target !== undefined) checkReceived(metas, options.target)
     if (info.inline !== undefined) {
-      const into = options.target ?? allocate(metas)
-      let offset = 0
-      for (const t of into) {
-        if (offset + t.nbytes > info.inline.byteLength) missingTensor(into.indexOf(t), metas.length)
-        t.storage.bytes.set(info.inline.subarray(offset, offset + t.nbytes), t.byteOffset)
-        offset += t.nbytes
-      }
+      const into = tensorsFromBytes(metas, info.inline, `object ${info.objectId}`, options.target)
       return { value: build(into), received: true, tensors: into, stat: undefined }
     }
     if (metas.length === 0) return { value: build([]), received: false, tensors: [], stat: undefined }
@@ -204,6 +238,29 @@ const quarantined: Array<Tensor> = []
  */
 export const quarantine = (tensors: ReadonlyArray<Tensor>): void => {
   quarantined.push(...tensors)
+}
+
+/**
+ * Tensors holding `bytes`, the concatenated contents of tensors described by `metas` (inline values,
+ * tensors passed by value): into `target` when given, else into new storage.
+ */
+export const tensorsFromBytes = (
+  metas: ReadonlyArray<TensorMeta>,
+  bytes: Uint8Array,
+  what: string,
+  target?: ReadonlyArray<Tensor>,
+): ReadonlyArray<Tensor> => {
+  const total = metas.reduce((n, m) => n + m.nbytes, 0)
+  if (bytes.byteLength !== total) {
+    throw new ProtocolError({ message: `${what} carries ${bytes.byteLength} bytes of tensors, ${total} expected` })
+  }
+  const into = target ?? allocate(metas)
+  let offset = 0
+  for (const t of into) {
+    t.storage.bytes.set(bytes.subarray(offset, offset + t.nbytes), t.byteOffset)
+    offset += t.nbytes
+  }
+  return into
 }
 
 const allocate = (metas: ReadonlyArray<TensorMeta>): Array<Tensor> =>

@@ -1,4 +1,5 @@
 /** Tensor metadata on the wire, and the checks every received tensor passes. */
+import { parseDevice } from "../Device.js"
 import { DTypes, isDType } from "../DType.js"
 import { ProtocolError, ShapeError } from "../Errors.js"
 import type { Tensor } from "../Tensor.js"
@@ -25,7 +26,9 @@ export const validateMeta = (meta: TensorMeta): TensorMeta => {
       message: `tensor metadata says ${meta.nbytes} bytes for ${meta.dtype}[${meta.shape.join(", ")}] (${numel * DTypes[meta.dtype].itemSize} expected)`,
     })
   }
-  if (meta.device !== "cpu" && !/^cuda:\d+$/.test(meta.device)) {
+  try {
+    parseDevice(meta.device)
+  } catch {
     throw new ProtocolError({ message: `unknown device "${meta.device}" in tensor metadata` })
   }
   return meta
