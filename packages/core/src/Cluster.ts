@@ -486,21 +486,9 @@ export class Cluster implements AsyncDisposable {
       if (entry.state === "pending" || entry.info?.inline === undefined) this.directory.fail(entry, died)
     }
     this.directory.dropBorrower(record.id)
-    for (const [reqId, request] of this.agentRequests) {
-      if (request.actor !== record.id) continue
-      this.agentRequests.delete(reqId)
-      request.reject(died)
-    }
-    for (const [reqId, waiter] of this.inspections) {
-      if (waiter.actor !== record.id) continue
-      this.inspections.delete(reqId)
-      waiter.resolve(undefined)
-    }
-    for (const [reqId, waiter] of this.prefetches) {
-      if (waiter.actor !== record.id) continue
-      this.prefetches.delete(reqId)
-      waiter.reject(died)
-    }
+    for (const request of takeWaitersOf(this.agentRequests, record.id)) request.reject(died)
+    for (const waiter of takeWaitersOf(this.inspections, record.id)) waiter.resolve(undefined)
+    for (const waiter of takeWaitersOf(this.prefetches, record.id)) waiter.reject(died)
     for (const other of this.actors.values()) {
       if (other.alive && other.agent !== undefined) {
         this.agentRequest(other, { _tag: "PeerDied", reqId: 0, peer: record.id }, false).catch(() => undefined)
@@ -830,6 +818,17 @@ export class Cluster implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.shutdown()
   }
+}
+
+/** Removes the pending requests addressed to one actor from a table of them, and returns them. */
+const takeWaitersOf = <W extends { readonly actor: string }>(pending: Map<number, W>, actor: string): Array<W> => {
+  const taken: Array<W> = []
+  for (const [reqId, waiter] of pending) {
+    if (waiter.actor !== actor) continue
+    pending.delete(reqId)
+    taken.push(waiter)
+  }
+  return taken
 }
 
 /** Waits for every promise, then fails with the first failure: nothing is left running behind an early rejection. */
