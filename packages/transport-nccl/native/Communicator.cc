@@ -110,8 +110,12 @@ void Communicator::breakWith(const std::string& reason) {
 
 void Communicator::accepted(ncclResult_t result, const std::string& what) {
   if (isAccepted(result)) return;
-  const std::string text = what + " failed: " + NcclLibrary::get().describe(result, comm_);
-  breakWith(text);
+  NcclLibrary& nccl = NcclLibrary::get();
+  const std::string text = what + " failed: " + nccl.describe(result, comm_);
+  // A refused call (a registration NCCL could not make, say) leaves a healthy communicator
+  // usable; only one in an error state must be aborted.
+  ncclResult_t state = ncclSuccess;
+  if (nccl.commGetAsyncError(comm_, &state) != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) breakWith(text);
   throw Failure(FailureCode::Nccl, text);
 }
 

@@ -85,7 +85,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   void loop();
   void ensureReady(const char* what);
-  /** Fails (aborting the communicator) unless NCCL accepted a call. */
+  /** Fails unless NCCL accepted a call; aborts the communicator when NCCL reports it in an error state. */
   void accepted(ncclResult_t result, const std::string& what);
   /** Waits until NCCL finished its asynchronous work and `done` holds; timeout or abort request → ncclCommAbort. */
   void wait(const std::string& what, Clock::time_point deadline, const std::function<bool()>& done);
