@@ -2,6 +2,7 @@
  * The errors of transport-nccl, as `Schema.TaggedError`s next to core's (whose NativeLibraryError,
  * DeviceError, TimeoutError and TransferError it raises as well).
  */
+import { registerErrorClasses } from "@tensorlane/core"
 import { Schema } from "effect"
 
 /** No NVIDIA driver, no CUDA device, or not the device asked for: CUDA memory and NCCL communicators need one. */
@@ -40,3 +41,6 @@ export class NcclRegistrationError extends Schema.TaggedError<NcclRegistrationEr
 }) {}
 
 export type NcclTransportError = NoCudaDeviceError | NcclVersionError | NcclError | NcclRegistrationError
+
+// Every process that imports this package rebuilds these from the wire as their own class.
+registerErrorClasses(NoCudaDeviceError, NcclVersionError, NcclError, NcclRegistrationError)
