@@ -122,24 +122,28 @@ const ownedBy = (allocator: Allocator, storage: Storage): CudaStorage => {
   return storage
 }
 
-const allocators = new Map<Device, Allocator>()
+const allocators = new Map<string, Allocator>()
 
-/** The cudaMalloc allocator of a CUDA device (one per device). */
-export const cudaAllocator = (device: Device): Allocator => {
+/** The allocator of a CUDA device whose memory comes from cudaMalloc, or from ncclMemAlloc (one of each per device). */
+export const deviceAllocator = (device: Device, viaNccl: boolean): Allocator => {
   const d = parseDevice(device)
-  if (!isCuda(d)) throw new DeviceError({ message: `cudaAllocator allocates CUDA memory, not ${d}`, device: d })
-  let allocator = allocators.get(d)
+  if (!isCuda(d)) throw new DeviceError({ message: `a CUDA allocator allocates CUDA memory, not ${d}`, device: d })
+  const name = `${viaNccl ? "nccl-mem" : "cuda-malloc"}:${d}`
+  let allocator = allocators.get(name)
   if (allocator === undefined) {
     const created: Allocator = {
-      name: `cuda-malloc:${d}`,
+      name,
       device: d,
-      allocate: (byteLength) => allocateDevice(created, d, byteLength, false),
+      allocate: (byteLength) => allocateDevice(created, d, byteLength, viaNccl),
       free: (storage) => freeDevice(ownedBy(created, storage)),
       copy: copyStorage,
     }
-    allocators.set(d, (allocator = created))
+    allocators.set(name, (allocator = created))
   }
   return allocator
 }
+
+/** The cudaMalloc allocator of a CUDA device: what core uses for "cuda:N" unless a pool is in scope. */
+export const cudaAllocator = (device: Device): Allocator => deviceAllocator(device, false)
 
 registerDeviceAllocator("cuda", cudaAllocator)

@@ -5,7 +5,7 @@
  * of the group calls it, with buffers of the same size, in the same order.
  */
 import type { Device, Storage } from "@tensorlane/core"
-import { type CudaStorage, allocateDevice, copyStorage, cudaAllocator, freeDevice } from "./CudaAllocator.js"
+import { deviceAllocator } from "./CudaAllocator.js"
 import { requireFeature } from "./NcclVersion.js"
 import { toTensorlaneError } from "./internal/failures.js"
 import { loadCuda } from "./internal/loadAddon.js"
@@ -14,11 +14,10 @@ import { deviceAddress } from "./internal/memory.js"
 /** Device memory from ncclMemAlloc (NCCL >= 2.19), freed with ncclMemFree by `freeNcclMemory` or collection. */
 export const allocateNcclMemory = (device: Device, byteLength: number): Storage => {
   requireFeature(loadCuda().version, "registration", "ncclMemAlloc")
-  const allocator = cudaAllocator(device)
-  return allocateDevice({ ...allocator, name: `nccl-mem:${device}`, copy: copyStorage }, device, byteLength, true)
+  return deviceAllocator(device, true).allocate(byteLength)
 }
 
-export const freeNcclMemory = (storage: Storage): void => freeDevice(storage as CudaStorage)
+export const freeNcclMemory = (storage: Storage): void => storage.allocator.free(storage)
 
 export interface NcclWindow {
   readonly group: string

@@ -1,5 +1,5 @@
 export { nccl, nccl as default, communicatorDevice } from "./NcclTransport.js"
-export { cudaAllocator } from "./CudaAllocator.js"
+export { cudaAllocator, deviceAllocator } from "./CudaAllocator.js"
 export { ncclStatus, type NcclStatus } from "./ncclStatus.js"
 export { NoCudaDeviceError, NcclVersionError, NcclError, NcclRegistrationError, type NcclTransportError } from "./Errors.js"
 export { type NcclVersion, type NcclFeature, ncclFeatures, parseNcclVersion, formatNcclVersion, supports, requireFeature, featureTable } from "./NcclVersion.js"

@@ -14,14 +14,18 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import {
   type NcclMemPool,
   type PoolGroup,
+  allocateNcclMemory,
   createNcclMemPool,
   deregisterMemPool,
+  deregisterNcclWindow,
+  freeNcclMemory,
   memPoolWithoutRegistration,
   multiGroupMemPool,
   nccl,
   ncclMem,
   ncclStatus,
   registerMemPool,
+  registerNcclWindow,
 } from "../src/index.js"
 import { buildDoubles, readLog } from "./double/build.js"
 
@@ -388,5 +392,21 @@ describe("NCCL memory pools", () => {
     fs.rmSync(LOG, { force: true })
     await nccl.destroyGroup!("windows#0")
     expect(readLog(LOG).map((l) => l.split(" ")[0])).toEqual(["ncclCommWindowDeregister", "ncclCommFinalize", "ncclCommDestroy"])
+  })
+
+  it("the window API for symmetric-mem: ncclMemAlloc'd storage registered as a window and back", async () => {
+    const [solo] = await createPair("win-api", 1)
+    const storage = allocateNcclMemory("cuda:0", 8192)
+    expect(storage.allocator.name).toBe("nccl-mem:cuda:0")
+    expect(calls("ncclMemAlloc").map((l) => field(l, "size"))).toEqual(["8192"])
+    const window = await registerNcclWindow(solo.name, storage)
+    expect(window).toMatchObject({ group: "win-api#0", address: (storage.handle as { address: bigint }).address, byteLength: 8192 })
+    expect(calls("ncclCommWindowRegister", 0).map((l) => [field(l, "ptr"), field(l, "flags")])).toEqual([[hex(window.address), "1"]])
+    expect(ncclStatus().communicators.find((c) => c.group === "win-api#0")?.windows).toBe(1)
+    await deregisterNcclWindow(window)
+    expect(calls("ncclCommWindowDeregister", 0)).toHaveLength(1)
+    freeNcclMemory(storage)
+    expect(calls("ncclMemFree").map((l) => field(l, "ptr"))).toEqual([hex(window.address)])
+    await nccl.destroyGroup!("win-api#0")
   })
 })
