@@ -54,9 +54,14 @@ Communicator::~Communicator() = default;
 void Communicator::post(Task task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    tasks_.push_back(std::move(task));
+    if (!exited_) {
+      tasks_.push_back(std::move(task));
+      wake_.notify_one();
+      return;
+    }
   }
-  wake_.notify_one();
+  // The thread is gone (destroyed): the task fails at once, here, without touching NCCL.
+  task();
 }
 
 void Communicator::requestAbort(const std::string& reason) {
@@ -72,7 +77,10 @@ void Communicator::loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [this] { return !tasks_.empty() || stopping_; });
-      if (tasks_.empty()) return;
+      if (tasks_.empty()) {
+        exited_ = true;
+        return;
+      }
       task = std::move(tasks_.front());
       tasks_.pop_front();
     }
@@ -91,6 +99,7 @@ CommunicatorInfo Communicator::info() {
 
 void Communicator::ensureReady(const char* what) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_) throw Failure(FailureCode::Closed, std::string(what) + ": the NCCL communicator of group \"" + name_ + "\" was destroyed");
   if (!broken_.empty()) {
     throw Failure(FailureCode::Closed, std::string(what) + ": the NCCL communicator of group \"" + name_ + "\" is broken (" + broken_ +
                                            "); destroy the group and create it again");

@@ -107,6 +107,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::condition_variable wake_;
   std::deque<Task> tasks_;
   bool stopping_ = false;
+  /** Set by the thread as it ends; later tasks run (and fail) on the posting thread. */
+  bool exited_ = false;
   bool ready_ = false;
   std::string broken_;
   std::string abortReason_;
