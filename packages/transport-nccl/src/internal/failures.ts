@@ -2,6 +2,7 @@
 import { NativeLibraryError, TimeoutError, TransferError, UnsupportedOperationError } from "@tensorlane/core"
 import type { NativeFailure, NcclAddon } from "../AddonTypes.js"
 import { NcclError, NcclVersionError, NoCudaDeviceError } from "../Errors.js"
+import { formatNcclVersion, parseNcclVersion } from "../NcclVersion.js"
 
 export const TRANSPORT = "nccl"
 
@@ -33,8 +34,14 @@ export const toTensorlaneError = (error: unknown, what: string, context: Failure
       })
     }
     case "version": {
+      // The addon's gate says "<function> needs NCCL >= <version>"; the TypeScript gates usually refuse first.
       const found = context.addon.loaded().ncclVersion
-      return new NcclVersionError({ message, feature: what, required: "", found: found === undefined ? "" : String(found) })
+      return new NcclVersionError({
+        message,
+        feature: error.message.split(" ")[0],
+        required: /needs NCCL >= (\S+)/.exec(error.message)?.[1] ?? "",
+        found: found === undefined ? "" : formatNcclVersion(parseNcclVersion(found)),
+      })
     }
     case "library":
       return new NativeLibraryError({ message, library: "libnccl.so.2", tried: [], fix: "bash tools/setup.sh" })
