@@ -41,6 +41,20 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      {
+        test: {
+          name: "transport-nccl",
+          root: "packages/transport-nccl",
+          include: ["test/**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          // NCCL and the CUDA runtime load once per process: the files that load the real wheel
+          // libraries and those that load the test doubles must not share one.
+          pool: "forks",
+          isolate: true,
+          env: { NCCL_SOCKET_IFNAME: "lo" },
+        },
+      },
     ],
   },
 })

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for tensorlane: system packages, the NIXL wheel, npm dependencies, native
+# Sets up a fresh machine for tensorlane: system packages, the NIXL and NCCL wheels, npm dependencies, native
 # addons, the build.
 #   bash tools/setup.sh          set up and build
 #   bash tools/setup.sh --demo   then run the main demo
@@ -32,6 +32,8 @@ fi
 
 # NIXL's C API comes from its PyPI wheel, installed into .tools/nixl (no system-wide change).
 bash packages/transport-nixl/scripts/install-wheel.sh
+# NCCL and the CUDA runtime come from NVIDIA's PyPI wheels, installed into .tools/nccl.
+bash packages/transport-nccl/scripts/install-wheel.sh
 
 # Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages
 # (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.

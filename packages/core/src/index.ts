@@ -39,6 +39,7 @@ export {
   type WaitTensorFreedOptions,
 } from "./InActor.js"
 export * from "./Transport.js"
+export { registerErrorClasses } from "./internal/wireError.js"
 export { addonCandidates, packageRootOf, requireNativeAddon, type NativeAddonSpec } from "./NativeAddon.js"
 export { TensorStore, type StoredObject } from "./TensorStore.js"
 export { recordTransfer, transferBytes, transferCount, transferLatency, type TransferStat } from "./Metrics.js"

@@ -12,6 +12,14 @@ for (const value of Object.values(Errors)) {
   }
 }
 
+/**
+ * For packages with typed errors of their own (a transport's): registered in every process that
+ * imports the package, they keep their class across processes like core's own.
+ */
+export const registerErrorClasses = (...classes: ReadonlyArray<ErrorClass>): void => {
+  for (const c of classes) known[c.identifier] = c
+}
+
 /** The error's own fields that survive serialization: a field holding a function must not sink the reply. */
 const ownFields = (error: object): Record<string, unknown> => {
   const fields: Record<string, unknown> = {}

@@ -1,0 +1,170 @@
+/**
+ * Megatron's register_mem_pool / deregister_mem_pool, collective over the ranks of an nccl group:
+ * only segments not yet registered with the group are registered, in allocation order, as buffers
+ * (ncclCommRegister, NCCL >= 2.19) or as windows (ncclCommWindowRegister, NCCL >= 2.27.3, when
+ * symmetric). The ranks first check that they agree on what to do (windows are collective: every
+ * rank must register the same segment sizes in the same order), then apply it all-or-nothing: a
+ * failure on any rank is rolled back on every rank and raised as NcclRegistrationError everywhere.
+ */
+import { MissingGroupError, group as memberOf } from "@tensorlane/core"
+import { NcclRegistrationError } from "./Errors.js"
+import type { NcclMemPool, PoolSegment, SegmentRegistration } from "./NcclMemPool.js"
+import { requireFeature } from "./NcclVersion.js"
+import { type PoolGroup, type Step, gatherJson, runAgreed } from "./internal/agreement.js"
+import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
+import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
+
+export type { PoolGroup }
+
+export interface RegistrationOptions {
+  /** Register as NCCL windows (symmetric memory) rather than buffers. Default: the pool's `symmetric`. */
+  readonly symmetric?: boolean
+  /** Limit of each NCCL call and of each exchange between the ranks. Default 60 s. */
+  readonly timeoutMs?: number
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000
+
+/** A group name (inside an actor: the actor's membership of it) or a group member. */
+export const resolveGroup = (group: PoolGroup | string): PoolGroup => (typeof group === "string" ? memberOf(group) : group)
+
+/** The loaded NCCL, checked to hold a communicator for `group` on the pool's device. */
+const communicatorFor = (pool: NcclMemPool, group: PoolGroup): LoadedNccl => {
+  const loaded = loadCuda()
+  const comm = loaded.addon.communicators().find((c) => c.group === group.name)
+  if (comm === undefined) {
+    throw new MissingGroupError({
+      message: `process ${process.pid} has no NCCL communicator for group "${group.name}": pools register with nccl groups (cluster.createCollectiveGroup(actors, { backend: "nccl" }))`,
+      backend: TRANSPORT,
+    })
+  }
+  if (`cuda:${comm.device}` !== pool.device) {
+    throw new MissingGroupError({
+      message: `group "${group.name}" communicates on cuda:${comm.device}, but pool "${pool.name}" holds memory on ${pool.device}`,
+      backend: TRANSPORT,
+    })
+  }
+  return loaded
+}
+
+const registrationsOf = (pool: NcclMemPool, group: string): Map<number, SegmentRegistration> => {
+  let map = pool.registrations.get(group)
+  if (map === undefined) pool.registrations.set(group, (map = new Map()))
+  return map
+}
+
+/** A native call with its failure typed. */
+const call = async <A>(loaded: LoadedNccl, pool: NcclMemPool, what: string, run: () => Promise<A>): Promise<A> => {
+  try {
+    return await run()
+  } catch (error) {
+    throw toTensorlaneError(error, what, { addon: loaded.addon, device: pool.device })
+  }
+}
+
+const registerStep = (loaded: LoadedNccl, pool: NcclMemPool, group: string, segment: PoolSegment, kind: SegmentRegistration["kind"], timeoutMs: number): Step => {
+  const label = `${kind === "window" ? "ncclCommWindowRegister" : "ncclCommRegister"} of segment ${segment.index} (${segment.byteLength} bytes)`
+  const registered = registrationsOf(pool, group)
+  return {
+    label,
+    apply: async () => {
+      const handle = await call(loaded, pool, label, () =>
+        kind === "window"
+          ? loaded.addon.registerWindow(group, segment.address, segment.byteLength, true, timeoutMs)
+          : loaded.addon.register(group, segment.address, segment.byteLength, timeoutMs),
+      )
+      registered.set(segment.index, { kind, handle })
+    },
+    undo: async () => {
+      await deregisterOne(loaded, pool, group, segment.index, timeoutMs)
+    },
+  }
+}
+
+const deregisterOne = async (loaded: LoadedNccl, pool: NcclMemPool, group: string, index: number, timeoutMs: number): Promise<void> => {
+  const registered = registrationsOf(pool, group)
+  const registration = registered.get(index)
+  if (registration === undefined) return
+  const label = `${registration.kind === "window" ? "ncclCommWindowDeregister" : "ncclCommDeregister"} of segment ${index}`
+  await call(loaded, pool, label, () =>
+    registration.kind === "window"
+      ? loaded.addon.deregisterWindow(group, registration.handle, timeoutMs)
+      : loaded.addon.deregister(group, registration.handle, timeoutMs),
+  )
+  registered.delete(index)
+}
+
+interface Plan {
+  readonly op: "register" | "deregister"
+  readonly kind: SegmentRegistration["kind"] | "any"
+  readonly sizes: ReadonlyArray<number>
+}
+
+const describePlan = (p: Plan): string => `${p.op} ${p.sizes.length} segment(s) [${p.sizes.join(", ")}] as ${p.kind}`
+
+/** Fails on every rank, before any NCCL call, when the ranks plan different things. */
+const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, collective: boolean, timeoutMs: number): Promise<void> => {
+  const plans = await gatherJson(group, plan, timeoutMs)
+  const same = (p: Plan) => p.op === plan.op && p.kind === plan.kind && (!collective || p.sizes.join() === plan.sizes.join())
+  if (plans.every(same)) return
+  throw new NcclRegistrationError({
+    message: `${what}: the ranks disagree (${plans.map((p, r) => `rank ${r}: ${describePlan(p)}`).join("; ")}); nothing was registered or deregistered`,
+    group: group.name,
+    failedRanks: [],
+  })
+}
+
+/**
+ * Registers the pool's segments that are not yet registered with `group`, in allocation order.
+ * Collective: every rank of the group calls it. A segment registered as a buffer cannot become a
+ * window (or back): deregister first.
+ */
+export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | string, options: RegistrationOptions = {}): Promise<void> => {
+  const member = resolveGroup(group)
+  const symmetric = options.symmetric ?? pool.symmetric
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const what = `registering pool "${pool.name}" with group "${member.name}" (rank ${member.rank})`
+  const loaded = communicatorFor(pool, member)
+  requireFeature(loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
+  const kind = symmetric ? "window" : "buffer"
+  const registered = registrationsOf(pool, member.name)
+  const other = [...registered.values()].find((r) => r.kind !== kind)
+  if (other !== undefined) {
+    throw new NcclRegistrationError({
+      message: `${what}: the pool is registered with this group as ${other.kind}s; deregisterMemPool before registering it as ${kind}s`,
+      group: member.name,
+      failedRanks: [member.rank],
+    })
+  }
+  const fresh = pool.segments.filter((s) => !registered.has(s.index))
+  await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, symmetric, timeoutMs)
+  await runAgreed(member, what, fresh.map((s) => registerStep(loaded, pool, member.name, s, kind, timeoutMs)), timeoutMs)
+}
+
+/**
+ * Deregisters every segment of the pool from `group` (windows with the window API), in reverse
+ * allocation order. Collective; a failure on any rank registers again what the others deregistered.
+ */
+export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | string, options: Pick<RegistrationOptions, "timeoutMs"> = {}): Promise<void> => {
+  const member = resolveGroup(group)
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const what = `deregistering pool "${pool.name}" from group "${member.name}" (rank ${member.rank})`
+  const loaded = communicatorFor(pool, member)
+  const registered = registrationsOf(pool, member.name)
+  const entries = [...registered.entries()].sort(([a], [b]) => b - a)
+  const windows = entries.some(([, r]) => r.kind === "window")
+  const segments = new Map(pool.segments.map((s) => [s.index, s]))
+  await agreeOnPlan(
+    member,
+    what,
+    { op: "deregister", kind: windows ? "window" : "any", sizes: entries.map(([i]) => segments.get(i)!.byteLength) },
+    windows,
+    timeoutMs,
+  )
+  const steps = entries.map(([index, registration]): Step => {
+    const again = registerStep(loaded, pool, member.name, segments.get(index)!, registration.kind, timeoutMs)
+    return { label: `deregistering segment ${index}`, apply: () => deregisterOne(loaded, pool, member.name, index, timeoutMs), undo: again.apply }
+  })
+  await runAgreed(member, what, steps, timeoutMs)
+  if (registered.size === 0) pool.registrations.delete(member.name)
+}

@@ -1,0 +1,225 @@
+/**
+ * An NCCL memory pool (Megatron's `create_nccl_mem_pool`): CUDA memory in segments from
+ * ncclMemAlloc (cudaMalloc before NCCL 2.19), carved into blocks first-fit. Segments are never
+ * given back while the pool lives, so that a segment registered with a communicator stays valid;
+ * registration works per segment, in the order segments were allocated (MemPoolRegistration).
+ * Blocks return to the pool on `free` or when their storage is garbage-collected.
+ */
+import {
+  type Device,
+  DeviceError,
+  type MemoryPool,
+  ObjectFreedError,
+  OutOfMemoryError,
+  ShapeError,
+  type Storage,
+  UnsupportedOperationError,
+  deviceIndex,
+  isCuda,
+  nextStorageId,
+  parseDevice,
+} from "@tensorlane/core"
+import { copyStorage, cudaCall } from "./CudaAllocator.js"
+import { communicatorDevice } from "./NcclTransport.js"
+import { supports } from "./NcclVersion.js"
+import { loadCuda } from "./internal/loadAddon.js"
+import type { DeviceMemoryHandle } from "./internal/memory.js"
+
+/** Segments are at least this large (as PyTorch's caching allocator's large segments). */
+const DEFAULT_SEGMENT_BYTES = 2 << 20
+/** CUDA allocations are 256-byte aligned; blocks keep that alignment. */
+const BLOCK_ALIGNMENT = 256
+
+export interface NcclMemPoolOptions {
+  /** Default: the device of this process's communicators ($TENSORLANE_NCCL_DEVICE, else cuda:0). */
+  readonly device?: Device
+  /** How registerMemPool and the scopes register this pool unless told: NCCL windows (true) or buffers. Default false. */
+  readonly symmetric?: boolean
+  /** Smallest segment; larger requests get a segment of their own, rounded up to it. */
+  readonly segmentBytes?: number
+  /** Limit of all segments together; OutOfMemoryError beyond. Default: none. */
+  readonly maxBytes?: number
+  readonly name?: string
+}
+
+/** One allocation of device memory held by a pool; `index` is its place in allocation order. */
+export interface PoolSegment {
+  readonly index: number
+  readonly address: bigint
+  readonly byteLength: number
+}
+
+/** How a segment is registered with one group: a buffer registration or a window, with NCCL's handle. */
+export interface SegmentRegistration {
+  readonly kind: "buffer" | "window"
+  readonly handle: bigint
+}
+
+interface Block {
+  readonly segment: number
+  readonly offset: number
+  readonly size: number
+}
+
+interface SegmentState extends PoolSegment {
+  readonly viaNccl: boolean
+  /** Free ranges sorted by offset, never adjacent. */
+  readonly free: Array<{ offset: number; size: number }>
+}
+
+class PoolBlockStorage implements Storage {
+  readonly id = nextStorageId()
+  readonly handle: DeviceMemoryHandle
+  freed = false
+
+  constructor(
+    readonly allocator: NcclMemPool,
+    readonly device: Device,
+    readonly byteLength: number,
+    address: bigint,
+    readonly block: Block | undefined,
+  ) {
+    this.handle = { address, device: deviceIndex(device) }
+  }
+
+  get bytes(): Uint8Array {
+    if (this.freed) throw new ObjectFreedError({ message: `storage ${this.id} was freed back to pool "${this.allocator.name}"`, objectId: `storage:${this.id}` })
+    throw new DeviceError({ message: `storage ${this.id} is on ${this.device}, not in host memory: copy its tensor with .to("cpu") first`, device: this.device })
+  }
+}
+
+export class NcclMemPool implements MemoryPool {
+  readonly name: string
+  readonly device: Device
+  readonly symmetric: boolean
+  readonly region = undefined
+  readonly segmentBytes: number
+  readonly maxBytes: number
+  used = 0
+  /** Registrations by group name, then by segment index. */
+  readonly registrations = new Map<string, Map<number, SegmentRegistration>>()
+  private readonly segmentList: Array<SegmentState> = []
+  private destroyed = false
+  private readonly collected = new FinalizationRegistry<Block>((block) => this.release(block))
+
+  constructor(options: NcclMemPoolOptions = {}) {
+    this.device = parseDevice(options.device ?? communicatorDevice())
+    if (!isCuda(this.device)) throw new DeviceError({ message: `an NCCL memory pool holds CUDA memory, not ${this.device}`, device: this.device })
+    this.name = options.name ?? `nccl-pool:${this.device}`
+    this.symmetric = options.symmetric ?? false
+    this.segmentBytes = options.segmentBytes ?? DEFAULT_SEGMENT_BYTES
+    this.maxBytes = options.maxBytes ?? Infinity
+    if (!Number.isSafeInteger(this.segmentBytes) || this.segmentBytes < BLOCK_ALIGNMENT) {
+      throw new ShapeError({ message: `segmentBytes of pool "${this.name}" must be an integer >= ${BLOCK_ALIGNMENT}, got ${String(options.segmentBytes)}` })
+    }
+  }
+
+  /** Bytes of all segments. */
+  get capacity(): number {
+    return this.segmentList.reduce((n, s) => n + s.byteLength, 0)
+  }
+
+  get freeBytes(): number {
+    return this.capacity - this.used
+  }
+
+  /** Every segment, in allocation order. */
+  get segments(): ReadonlyArray<PoolSegment> {
+    return this.segmentList.map(({ index, address, byteLength }) => ({ index, address, byteLength }))
+  }
+
+  allocate(byteLength: number): Storage {
+    if (this.destroyed) throw new UnsupportedOperationError({ message: `pool "${this.name}" was destroyed` })
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new ShapeError({ message: `byteLength must be a non-negative integer, got ${byteLength}` })
+    if (byteLength === 0) return new PoolBlockStorage(this, this.device, 0, 0n, undefined)
+    const size = Math.ceil(byteLength / BLOCK_ALIGNMENT) * BLOCK_ALIGNMENT
+    const block = this.take(size) ?? this.take(size, this.grow(size))!
+    this.used += size
+    const segment = this.segmentList[block.segment]
+    const storage = new PoolBlockStorage(this, this.device, byteLength, segment.address + BigInt(block.offset), block)
+    this.collected.register(storage, block, storage)
+    return storage
+  }
+
+  free(storage: Storage): void {
+    if (!(storage instanceof PoolBlockStorage) || storage.allocator !== this) {
+      throw new UnsupportedOperationError({ message: `storage ${storage.id} does not belong to pool "${this.name}"` })
+    }
+    if (storage.freed) return
+    storage.freed = true
+    if (storage.block === undefined) return
+    this.collected.unregister(storage)
+    this.release(storage.block)
+  }
+
+  copy(src: Storage, srcOffset: number, dst: Storage, dstOffset: number, byteLength: number): void {
+    copyStorage(src, srcOffset, dst, dstOffset, byteLength)
+  }
+
+  /**
+   * Gives every segment back to CUDA. Refused while blocks are in use or while the pool is
+   * registered with a group (deregister it first: registered memory must outlive its registration).
+   */
+  destroy(): void {
+    if (this.destroyed) return
+    const registered = [...this.registrations].filter(([, r]) => r.size > 0).map(([g]) => g)
+    if (registered.length > 0) {
+      throw new UnsupportedOperationError({ message: `pool "${this.name}" is still registered with ${registered.join(", ")}: deregisterMemPool first` })
+    }
+    if (this.used > 0) throw new UnsupportedOperationError({ message: `pool "${this.name}" still has ${this.used} bytes in use` })
+    this.destroyed = true
+    for (const s of this.segmentList) {
+      cudaCall(s.viaNccl ? "ncclMemFree" : "cudaFree", this.device, (addon) => addon.deviceFree(deviceIndex(this.device), s.address, s.viaNccl))
+    }
+    this.segmentList.length = 0
+  }
+
+  private take(size: number, only?: number): Block | undefined {
+    for (const s of only === undefined ? this.segmentList : [this.segmentList[only]]) {
+      const i = s.free.findIndex((f) => f.size >= size)
+      if (i < 0) continue
+      const f = s.free[i]
+      if (f.size === size) s.free.splice(i, 1)
+      else s.free[i] = { offset: f.offset + size, size: f.size - size }
+      return { segment: s.index, offset: f.offset, size }
+    }
+    return undefined
+  }
+
+  private grow(size: number): number {
+    const byteLength = Math.ceil(size / this.segmentBytes) * this.segmentBytes
+    if (this.capacity + byteLength > this.maxBytes) {
+      throw new OutOfMemoryError({
+        message: `pool "${this.name}" cannot grow by ${byteLength} bytes: it holds ${this.capacity} of at most ${this.maxBytes}`,
+        requested: size,
+        capacity: this.maxBytes,
+      })
+    }
+    const viaNccl = supports(loadCuda().version, "registration")
+    const address = cudaCall(viaNccl ? "ncclMemAlloc" : "cudaMalloc", this.device, (addon) =>
+      addon.deviceAlloc(deviceIndex(this.device), byteLength, viaNccl),
+    )
+    const index = this.segmentList.length
+    this.segmentList.push({ index, address, byteLength, viaNccl, free: [{ offset: 0, size: byteLength }] })
+    return index
+  }
+
+  private release(block: Block): void {
+    this.used -= block.size
+    const list = this.segmentList[block.segment].free
+    let i = 0
+    while (i < list.length && list[i].offset < block.offset) i++
+    let merged = { offset: block.offset, size: block.size }
+    const next = list[i]
+    if (next !== undefined && merged.offset + merged.size === next.offset) {
+      merged = { offset: merged.offset, size: merged.size + next.size }
+      list.splice(i, 1)
+    }
+    const prev = list[i - 1]
+    if (prev !== undefined && prev.offset + prev.size === merged.offset) prev.size += merged.size
+    else list.splice(i, 0, merged)
+  }
+}
+
+/** Megatron's create_nccl_mem_pool: a pool of NCCL memory on one CUDA device. */
+export const createNcclMemPool = (options?: NcclMemPoolOptions): NcclMemPool => new NcclMemPool(options)

@@ -1,0 +1,82 @@
+/**
+ * All-or-nothing steps across the ranks of a group: each rank applies its steps in order, the
+ * ranks exchange their outcomes over the control plane (group.allGather), and when any rank
+ * failed every rank undoes what it applied, in reverse, and raises the same error. No rank is left
+ * registered where another is not.
+ */
+import type { GroupMember } from "@tensorlane/core"
+import { NcclRegistrationError } from "../Errors.js"
+
+/** What the registration logic needs of a group: its name, this rank and the control-plane gather. */
+export type PoolGroup = Pick<GroupMember, "name" | "rank" | "worldSize" | "allGather">
+
+export interface Step {
+  readonly label: string
+  readonly apply: () => Promise<void>
+  readonly undo: () => Promise<void>
+}
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/** Every rank's `value` (JSON), by rank. */
+export const gatherJson = async <A>(group: PoolGroup, value: A, timeoutMs: number): Promise<ReadonlyArray<A>> => {
+  const blobs = await group.allGather(encoder.encode(JSON.stringify(value)), { timeoutMs })
+  return blobs.map((b) => JSON.parse(decoder.decode(b)) as A)
+}
+
+interface Outcome {
+  readonly ok: boolean
+  readonly message: string
+}
+
+const undoAll = async (done: ReadonlyArray<Step>): Promise<Array<string>> => {
+  const failures: Array<string> = []
+  for (const step of [...done].reverse()) {
+    try {
+      await step.undo()
+    } catch (error) {
+      failures.push(`undoing ${step.label}: ${messageOf(error)}`)
+    }
+  }
+  return failures
+}
+
+export const runAgreed = async (group: PoolGroup, what: string, steps: ReadonlyArray<Step>, timeoutMs: number): Promise<void> => {
+  const done: Array<Step> = []
+  let failure: string | undefined
+  for (const step of steps) {
+    try {
+      await step.apply()
+      done.push(step)
+    } catch (error) {
+      failure = `${step.label}: ${messageOf(error)}`
+      break
+    }
+  }
+  let outcomes: ReadonlyArray<Outcome>
+  try {
+    outcomes = await gatherJson<Outcome>(group, { ok: failure === undefined, message: failure ?? "" }, timeoutMs)
+  } catch (error) {
+    const undoFailures = await undoAll(done)
+    throw new NcclRegistrationError({
+      message: `${what}: the ranks could not compare outcomes (${messageOf(error)}); this rank rolled back its ${done.length} step(s)${
+        undoFailures.length > 0 ? `, except: ${undoFailures.join("; ")}` : ""
+      }`,
+      group: group.name,
+      failedRanks: failure === undefined ? [] : [group.rank],
+    })
+  }
+  const failedRanks = outcomes.flatMap((o, rank) => (o.ok ? [] : [rank]))
+  if (failedRanks.length === 0) return
+  const undoFailures = await undoAll(done)
+  throw new NcclRegistrationError({
+    message: `${what} failed on rank ${failedRanks.map((r) => `${r} (${outcomes[r].message})`).join(", rank ")}; every rank rolled back what this call did${
+      undoFailures.length > 0 ? `, except on rank ${group.rank}: ${undoFailures.join("; ")}` : ""
+    }`,
+    group: group.name,
+    failedRanks,
+  })
+}

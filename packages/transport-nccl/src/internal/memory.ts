@@ -1,0 +1,30 @@
+/**
+ * Device memory as core sees it: a Storage whose `handle` is `{ address, device }` (a bigint CUDA
+ * pointer and the device ordinal; plain data, so that it crosses to the transfer agent's worker
+ * with the storage). This is the convention transport-nixl reads too.
+ */
+import { DeviceError, type Storage, type Tensor, deviceIndex, isCuda } from "@tensorlane/core"
+import { TRANSPORT } from "./failures.js"
+
+export interface DeviceMemoryHandle {
+  readonly address: bigint
+  readonly device: number
+}
+
+/** The CUDA address of a storage; DeviceError for host storage or one without an address. */
+export const deviceAddress = (storage: Storage, what: string): bigint => {
+  const address = (storage.handle as Partial<DeviceMemoryHandle> | undefined)?.address
+  if (!isCuda(storage.device) || typeof address !== "bigint") {
+    throw new DeviceError({
+      message: `${what}: a tensor on ${storage.device} cannot travel over nccl, which moves cuda memory`,
+      device: storage.device,
+      transport: TRANSPORT,
+    })
+  }
+  return address
+}
+
+/** Address of a tensor's first byte; it must be contiguous (NCCL moves plain ranges). */
+export const tensorAddress = (t: Tensor, what: string): bigint => deviceAddress(t.storage, what) + BigInt(t.byteOffset)
+
+export const deviceOf = (storage: Storage): number => deviceIndex(storage.device)

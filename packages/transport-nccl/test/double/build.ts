@@ -1,0 +1,42 @@
+/**
+ * Builds the test doubles of libnccl.so.2 and libcudart.so (fake_nccl.c, fake_cudart.c) with the
+ * system C compiler into a temporary folder, once per source version, and returns the environment
+ * that makes transport-nccl load them instead of the real libraries.
+ */
+import { execFileSync } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { join } from "node:path"
+
+const here = new URL(".", import.meta.url).pathname
+
+const build = (source: string): string => {
+  const code = fs.readFileSync(join(here, source))
+  const dir = join(os.tmpdir(), "tensorlane-nccl-doubles")
+  fs.mkdirSync(dir, { recursive: true })
+  const out = join(dir, `${source.replace(/\.c$/, "")}-${createHash("sha256").update(code).digest("hex").slice(0, 12)}.so`)
+  if (!fs.existsSync(out)) {
+    const temporary = `${out}.${process.pid}.tmp`
+    execFileSync("cc", ["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", temporary, join(here, source), "-lpthread"])
+    fs.renameSync(temporary, out)
+  }
+  return out
+}
+
+export interface Doubles {
+  readonly nccl: string
+  readonly cudart: string
+  /** Environment that loads the doubles (TENSORLANE_NCCL_LIBRARY, TENSORLANE_CUDART_LIBRARY). */
+  readonly env: Record<string, string>
+}
+
+export const buildDoubles = (): Doubles => {
+  const nccl = build("fake_nccl.c")
+  const cudart = build("fake_cudart.c")
+  return { nccl, cudart, env: { TENSORLANE_NCCL_LIBRARY: nccl, TENSORLANE_CUDART_LIBRARY: cudart } }
+}
+
+/** The double's call log, one call per line. */
+export const readLog = (path: string): Array<string> =>
+  fs.existsSync(path) ? fs.readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0) : []
