@@ -123,6 +123,37 @@ describe("collective groups", () => {
   })
 })
 
+describe("allGather through the control plane", () => {
+  it("gives every member every blob by rank, round after round", async () => {
+    const group = await cluster.createCollectiveGroup([p2, p0, p1], { backend: "socketpair", name: "gather" })
+    for (const round of ["a", "bb"]) {
+      const texts = [p2, p0, p1].map((p, rank) => `${round}${rank}`.repeat(rank * 1000 + 1))
+      const results = await Promise.all([p2, p0, p1].map((p, rank) => take(p.gather("gather", texts[rank]))))
+      for (const result of results) expect(result).toEqual(texts)
+    }
+    await group.destroy()
+  })
+
+  it("a member that does not come fails the round on every member that did; the next round lines up", async () => {
+    const group = await cluster.createCollectiveGroup([p0, p1, p2], { backend: "socketpair", name: "late" })
+    const early = await Promise.all([p0, p1].map((p) => take(p.gather("late", "x", 300)).catch((e: unknown) => e)))
+    for (const error of early) expect(error).toMatchObject({ _tag: "TimeoutError", message: expect.stringContaining("ranks 2") })
+    await expect(take(p2.gather("late", "x"))).rejects.toMatchObject({ _tag: "TimeoutError" })
+    const results = await Promise.all([p0, p1, p2].map((p, rank) => take(p.gather("late", `r${rank}`))))
+    for (const result of results) expect(result).toEqual(["r0", "r1", "r2"])
+    await group.destroy()
+  })
+
+  it("fails with MissingGroupError when the group is destroyed during a round, and outside any group", async () => {
+    const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "gone" })
+    const waiting = take(p0.gather("gone", "x", 30_000)).catch((e: unknown) => e)
+    await sleep(200)
+    await group.destroy()
+    expect(await waiting).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
+    await expect(take(p2.gather("gone", "x"))).rejects.toBeInstanceOf(MissingGroupError)
+  })
+})
+
 describe("failed creation", () => {
   it("a member that dies during creation fails it at once; its partner can form a group again", async () => {
     const [x, y, z] = await cluster.spawn(PairWorker, { count: 3 })
@@ -139,6 +170,16 @@ describe("failed creation", () => {
     const again = await cluster.createCollectiveGroup([x, z], { backend: "socketpair" })
     expect(await moved(x, z, 2)).toBe(2 * (LARGE / 4))
     await again.destroy()
+  })
+
+  it("a member that dies fails allGather on the others at once", async () => {
+    const [x, y] = await cluster.spawn(PairWorker, { count: 2 })
+    const group = await cluster.createCollectiveGroup([x, y], { backend: "socketpair" })
+    const waiting = take(x.gather(group.name, "x", 30_000)).catch((e: unknown) => e)
+    await sleep(200)
+    process.kill(await take(y.pid()), "SIGKILL")
+    expect(await waiting).toMatchObject({ _tag: "ActorDiedError" })
+    await group.destroy()
   })
 })
 

@@ -37,6 +37,7 @@ import {
   decodeAgentReply,
   decodeFromActor,
 } from "./internal/messages.js"
+import { GatherRounds, type GatherReply } from "./internal/gatherRounds.js"
 import { type Entry, ObjectDirectory } from "./internal/objectDirectory.js"
 import { ProcessRuntime } from "./internal/processRuntime.js"
 import { tensorMeta } from "./internal/tensorMeta.js"
@@ -106,6 +107,7 @@ interface GroupRecord {
   readonly name: string
   readonly backend: string
   readonly members: ReadonlyArray<string>
+  readonly gathers: GatherRounds
 }
 
 const actorMainPath = fileURLToPath(new URL("./actor-main.js", import.meta.url))
@@ -457,6 +459,23 @@ export class Cluster implements AsyncDisposable {
         else waiter?.resolve()
         return
       }
+      case "AllGather": {
+        const reply = (r: GatherReply) =>
+          record.control.send({
+            _tag: "AllGathered",
+            reqId: message.reqId,
+            ...(r.blobs ? { blobs: r.blobs as Array<Uint8Array> } : {}),
+            ...(r.error ? { error: toWireError(r.error) } : {}),
+          } satisfies ToActor)
+        const group = this.groups.get(message.group)
+        const rank = group?.members.indexOf(record.id) ?? -1
+        if (group === undefined || rank < 0) {
+          reply({ error: new MissingGroupError({ message: `${record.id} is in no group named "${message.group}"`, backend: group?.backend ?? "" }) })
+          return
+        }
+        group.gathers.contribute(rank, message.blob, message.timeoutMs, reply)
+        return
+      }
       case "Inspection": {
         const waiter = this.inspections.get(message.reqId)
         this.inspections.delete(message.reqId)
@@ -489,6 +508,7 @@ export class Cluster implements AsyncDisposable {
     for (const request of takeWaitersOf(this.agentRequests, record.id)) request.reject(died)
     for (const waiter of takeWaitersOf(this.inspections, record.id)) waiter.resolve(undefined)
     for (const waiter of takeWaitersOf(this.prefetches, record.id)) waiter.reject(died)
+    for (const group of this.groups.values()) if (group.members.includes(record.id)) group.gathers.breakAll(died)
     for (const other of this.actors.values()) {
       if (other.alive && other.agent !== undefined) {
         this.agentRequest(other, { _tag: "PeerDied", reqId: 0, peer: record.id }, false).catch(() => undefined)
@@ -634,7 +654,7 @@ export class Cluster implements AsyncDisposable {
   }
 
   listGroups(): ReadonlyArray<{ name: string; backend: string; members: ReadonlyArray<string> }> {
-    return [...this.groups.values()]
+    return [...this.groups.values()].map(({ name, backend, members }) => ({ name, backend, members }))
   }
 
   async createCollectiveGroup(actors: ReadonlyArray<{ actorId: string }>, options: GroupOptions): Promise<CollectiveGroup> {
@@ -661,7 +681,7 @@ export class Cluster implements AsyncDisposable {
         }
       }
     }
-    const record: GroupRecord = { name, backend, members }
+    const record: GroupRecord = { name, backend, members, gathers: new GatherRounds(name, members.length) }
     this.groups.set(name, record)
     const timeoutMs = options.timeoutMs ?? this.options.transferTimeoutMs
     const blobs: Array<Uint8Array | undefined> = new Array(members.length)
@@ -706,6 +726,7 @@ export class Cluster implements AsyncDisposable {
   private async destroyGroup(record: GroupRecord): Promise<void> {
     if (this.groups.get(record.name) !== record) return
     this.groups.delete(record.name)
+    record.gathers.breakAll(new MissingGroupError({ message: `the ${record.backend} group "${record.name}" was destroyed`, backend: record.backend }))
     await Promise.allSettled(
       record.members
         .map((id) => this.actors.get(id))

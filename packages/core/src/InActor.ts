@@ -36,6 +36,12 @@ export interface GroupMember {
   readonly allreduce: (tensors: ReadonlyArray<Tensor>, options?: { readonly op?: ReduceOp; readonly timeoutMs?: number }) => Promise<void>
   /** In place: the root's tensors overwrite every other member's. */
   readonly broadcast: (tensors: ReadonlyArray<Tensor>, options: { readonly root: number; readonly timeoutMs?: number }) => Promise<void>
+  /**
+   * Every member's bytes, by rank, through the cluster's control plane (any backend, no tensors): for
+   * agreeing on sizes, addresses or outcomes. Every member calls it the same number of times, in the
+   * same order; a timeout or a dead member fails the call on every member.
+   */
+  readonly allGather: (blob: Uint8Array, options?: { readonly timeoutMs?: number }) => Promise<ReadonlyArray<Uint8Array>>
 }
 
 export interface ActorContext {

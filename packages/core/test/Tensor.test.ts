@@ -258,6 +258,21 @@ describe("views", () => {
     expect(t.get(0, 3)).toBe(42)
   })
 
+  it("a large contiguous fill_ writes exactly its own elements, for every element size", () => {
+    const rows = 3
+    const cols = 1 << 17
+    for (const [dtype, value] of [["float32", 1.5], ["bfloat16", -2], ["int64", 2n ** 40n + 3n], ["uint8", 7], ["float64", Math.PI]] as const) {
+      const t = Tensor.zeros([rows, cols], { dtype })
+      t.row(1).fill_(value)
+      const rowsRead = [0, 1, 2].map((r) => t.row(r))
+      expect(rowsRead[1].allclose(Tensor.full([cols], value, { dtype }))).toBe(true)
+      const read = Number(value)
+      expect([rowsRead[1].get(0), rowsRead[1].get(cols - 1)]).toEqual([read, read])
+      expect([rowsRead[0].get(cols - 1), rowsRead[2].get(0)]).toEqual([0, 0])
+      expect(Number(rowsRead[0].sum()) + Number(rowsRead[2].sum())).toBe(0)
+    }
+  })
+
   it("slice follows Python semantics", () => {
     const t = base()
     const s = t.slice(1, 1, 4, 2)

@@ -102,6 +102,7 @@ class Actor {
   private nextReq = 1
   private readonly resolving = new Map<number, { resolve: (info: ObjectInfo) => void; reject: (e: Error) => void }>()
   private readonly acks = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
+  private readonly gathers = new Map<number, { resolve: (blobs: ReadonlyArray<Uint8Array>) => void; reject: (e: Error) => void }>()
   private groups: AgentEvent["groups"] = []
 
   private constructor(
@@ -164,6 +165,13 @@ class Actor {
         this.acks.delete(message.reqId)
         if (message.error !== undefined) waiter?.reject(fromWireError(message.error, { actor: "driver", method: "put" }))
         else waiter?.resolve()
+        return
+      }
+      case "AllGathered": {
+        const waiter = this.gathers.get(message.reqId)
+        this.gathers.delete(message.reqId)
+        if (message.error !== undefined) waiter?.reject(fromWireError(message.error, { actor: "driver", method: "allGather" }))
+        else waiter?.resolve(message.blobs ?? [])
         return
       }
       case "Inspect":
@@ -324,6 +332,16 @@ class Actor {
           ...member,
           allreduce: (tensors, options) => collective("allreduce", tensors, options?.op ?? "sum", 0, options?.timeoutMs),
           broadcast: (tensors, options) => collective("broadcast", tensors, "sum", options.root, options.timeoutMs),
+          allGather: (blob, options) => {
+            if (!(blob instanceof Uint8Array)) {
+              return Promise.reject(new TypeError(`allGather takes a Uint8Array, not ${Object.prototype.toString.call(blob)}`))
+            }
+            const reqId = this.nextReq++
+            return new Promise<ReadonlyArray<Uint8Array>>((resolve, reject) => {
+              this.gathers.set(reqId, { resolve, reject })
+              send({ _tag: "AllGather", reqId, group: name, blob, timeoutMs: options?.timeoutMs ?? this.init.transferTimeoutMs })
+            })
+          },
         }
       },
     }

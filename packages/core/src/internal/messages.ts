@@ -99,6 +99,7 @@ export const ToActor = Schema.Union([
   Schema.TaggedStruct("Inspect", { reqId: Schema.Number }),
   /** Receive an object ahead of the calls that use it and keep it until it is freed (cluster.broadcast). */
   Schema.TaggedStruct("Prefetch", { reqId: Schema.Number, info: ObjectInfo, collective: Schema.Boolean }),
+  Schema.TaggedStruct("AllGathered", { reqId: Schema.Number, blobs: Schema.optional(Schema.Array(Bytes)), error: Schema.optional(WireError) }),
   Schema.TaggedStruct("Shutdown", {}),
 ])
 export type ToActor = typeof ToActor.Type
@@ -128,6 +129,8 @@ export const FromActor = Schema.Union([
   Schema.TaggedStruct("DropRefs", { objectIds: Schema.Array(Id) }),
   Schema.TaggedStruct("Inspection", { reqId: Schema.Number, inspection: ActorInspection }),
   Schema.TaggedStruct("Prefetched", { reqId: Schema.Number, error: Schema.optional(WireError), transfers: Schema.Array(TransferStat) }),
+  /** One member's blob for `group(name).allGather`. */
+  Schema.TaggedStruct("AllGather", { reqId: Schema.Number, group: Schema.String, blob: Bytes, timeoutMs: Schema.Number }),
 ])
 export type FromActor = typeof FromActor.Type
 
