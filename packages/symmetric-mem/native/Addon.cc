@@ -70,6 +70,12 @@ Napi::Value OpenSegment(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value CountOpener(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    return Napi::Number::New(info.Env(), mapped(stringArg(info, 0, "key"))->countOpener());
+  });
+}
+
 Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     std::string key = stringArg(info, 0, "key");
@@ -170,6 +176,7 @@ Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createSegment", Napi::Function::New(env, CreateSegment));
   exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
+  exports.Set("countOpener", Napi::Function::New(env, CountOpener));
   exports.Set("openPeerSegment", Napi::Function::New(env, OpenPeerSegment));
   exports.Set("unlinkSegment", Napi::Function::New(env, UnlinkSegment));
   exports.Set("detachSegment", Napi::Function::New(env, DetachSegment));

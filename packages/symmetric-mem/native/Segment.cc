@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -22,7 +23,10 @@ struct Header {
   char magic[8];
   char token[kTokenChars];
   uint64_t dataBytes;
+  /** How many openers mapped the segment so far (lock-free, so it works across processes). */
+  std::atomic<uint32_t> openers;
 };
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "the openers counter must be lock-free to be shared between processes");
 static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit its page");
 
 std::string freshToken() {
@@ -96,6 +100,7 @@ std::shared_ptr<Segment> Segment::create(const std::string& name, uint64_t dataB
   Header* header = static_cast<Header*>(base);
   std::memcpy(header->token, token.data(), kTokenChars);
   header->dataBytes = dataBytes;
+  header->openers.store(0);
   std::memcpy(header->magic, kMagic, sizeof(kMagic));
   return std::shared_ptr<Segment>(new Segment(fd, static_cast<uint8_t*>(base), mapped, dataBytes, token, true));
 }
@@ -143,6 +148,10 @@ std::shared_ptr<Segment> Segment::openByPid(int64_t pid, int64_t fd, const std::
   int opened = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (opened < 0) throw systemFailure("open(" + path + ")");
   return mapExisting(opened, path, token, false);
+}
+
+uint32_t Segment::countOpener() {
+  return reinterpret_cast<Header*>(base_)->openers.fetch_add(1) + 1;
 }
 
 void Segment::unlink(const std::string& name) {

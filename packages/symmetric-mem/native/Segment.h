@@ -34,6 +34,8 @@ class Segment {
   const std::string& token() const { return token_; }
   int fd() const { return fd_; }
   bool writable() const { return writable_; }
+  /** Counts one more opener in the header; returns how many have opened it (this one included). */
+  uint32_t countOpener();
   /** Whether [address, address + length) lies in the data of this segment. */
   bool contains(const uint8_t* address, size_t length) const;
 

@@ -17,6 +17,8 @@ export interface SymmetricAddon {
   createSegment(key: string, name: string, dataBytes: number): string
   /** Maps an existing segment by name, read-write, checked against its token; returns its data size. */
   openSegment(key: string, name: string, token: string): number
+  /** Counts this process as one more opener of the segment (an atomic counter in its header); returns the count. */
+  countOpener(key: string): number
   /** Maps another process's open segment read-only through /proc/<pid>/fd/<fd>; returns its data size. */
   openPeerSegment(key: string, pid: number, fd: number, token: string): number
   unlinkSegment(name: string): void
