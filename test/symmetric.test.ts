@@ -29,7 +29,8 @@ const onAll = <A>(call: (w: ActorHandle<typeof SymWorker>, rank: number) => Obje
 
 beforeAll(async () => {
   cluster = await start({ transports: [SYMMETRIC] })
-  ;[a, b, c] = await cluster.spawn(SymWorker, { count: 3 })
+  // NVSHMEM's unique-id bootstrap opens sockets: loopback only.
+  ;[a, b, c] = await cluster.spawn(SymWorker, { count: 3, env: { NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME: "lo" } })
   group = await cluster.createCollectiveGroup([a, b, c], { backend: "shm", name: "sym" })
 }, 60_000)
 
@@ -131,6 +132,27 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     expect(((await cluster.get(viaShm)) as Tensor).toArray()).toEqual(new Array(8).fill(7))
     viaShm.release()
     await onAll((w) => w.free(["r"]))
+  })
+})
+
+describe("GPU backends, as far as a machine without a GPU goes", () => {
+  it("nvshmem: the ranks bootstrap over the group, NVSHMEM's init fails on every rank, and nothing is allocated (no process exits)", async () => {
+    const first = await onAll((w) => w.alloc("g", [16], "float32", { group: "sym", backend: "nvshmem" }))
+    for (const r of first) {
+      expect(r).toMatchObject({ tag: "SymmetricBackendError", reason: "not-initialized", message: expect.stringContaining("nvshmemx_hostlib_init_attr returned") })
+      expect(r.message).toContain("rank 2")
+    }
+    // Remembered: refused at once, on every rank, without another bootstrap.
+    const again = await onAll((w) => w.alloc("g", [16], "float32", { group: "sym", backend: "nvshmem" }))
+    for (const r of again) expect(r).toMatchObject({ tag: "SymmetricBackendError", reason: "not-initialized" })
+    expect(await onAll((w) => w.pid())).toHaveLength(3)
+  })
+
+  it("nccl-window: refused with a typed error that names the package providing it; unknown backends list the known ones", async () => {
+    const r = await take(a.alloc("w", [16], "float32", { group: "sym", backend: "nccl-window" }))
+    expect(r).toMatchObject({ tag: "SymmetricBackendError", reason: "needs-package", message: expect.stringContaining("@tensorlane/transport-nccl") })
+    const u = await take(a.alloc("w", [16], "float32", { group: "sym", backend: "mpi" as never }))
+    expect(u).toMatchObject({ tag: "SymmetricBackendError", reason: "unsupported", message: expect.stringContaining("known: shm, nvshmem, nccl-window") })
   })
 })
 

@@ -112,7 +112,7 @@ export const nvshmemBackend: SymmetricBackend = {
         get bytes(): Uint8Array {
           throw new DeviceError({ message: `NVSHMEM memory on ${device} has no host bytes${isFreed() ? " (and it was freed)" : ""}`, device })
         },
-        handle: { pointer: rank === member.rank ? pointer : addon.nvshmemPeer(pointer, rank), byteLength: n },
+        handle: { address: rank === member.rank ? pointer : addon.nvshmemPeer(pointer, rank) },
         allocator,
       }),
       free: () => {
