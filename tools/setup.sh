@@ -32,6 +32,8 @@ fi
 
 # NIXL's C API comes from its PyPI wheel, installed into .tools/nixl (no system-wide change).
 bash packages/transport-nixl/scripts/install-wheel.sh
+# NVSHMEM's host library (symmetric-mem's nvshmem backend) from its PyPI wheel, into .tools/nvshmem.
+bash packages/symmetric-mem/scripts/install-wheel.sh
 
 # Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages
 # (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.

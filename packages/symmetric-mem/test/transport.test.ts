@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { shm } from "../src/index.ts"
 import type { ShmMetadata } from "../src/internal/shmMetadata.ts"
 
-const metaOf = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: [...t.shape], nbytes: t.nbytes }) as TensorMeta
+const metaOf = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: [...t.shape], device: t.device, nbytes: t.nbytes })
 let next = 0
 
 /** Produces `tensors` as an object; returns its metadata and a fetch of it into fresh targets. */

@@ -6,9 +6,10 @@
  * agree that every one of them initialized before any allocates; a failed init is remembered and
  * refused on every later call.
  */
-import { DeviceError, type Allocator, type Device, type GroupMember, type Storage, UnsupportedOperationError, nextStorageId, parseDevice } from "@tensorlane/core"
+import { DeviceError, OutOfMemoryError, type Allocator, type Device, type GroupMember, type Storage, UnsupportedOperationError, nextStorageId, parseDevice } from "@tensorlane/core"
 import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
+import { isNativeFailure, toTensorlaneError } from "./failures.js"
 import { loadNvshmem } from "./loadAddon.js"
 
 const NAME = "nvshmem"
@@ -100,7 +101,15 @@ export const nvshmemBackend: SymmetricBackend = {
     if (device === "cpu") throw new DeviceError({ message: "the nvshmem backend allocates GPU memory; pass a cuda device", device })
     await ensureInitialized(member, gather)
     const { addon } = loadNvshmem()
-    const pointer = addon.nvshmemMalloc(byteLength)
+    let pointer: bigint
+    try {
+      pointer = addon.nvshmemMalloc(byteLength)
+    } catch (error) {
+      if (isNativeFailure(error) && error.code === "system") {
+        throw new OutOfMemoryError({ message: `${error.message} (the heap's size is NVSHMEM_SYMMETRIC_SIZE)`, requested: byteLength, capacity: 0 })
+      }
+      throw toTensorlaneError(error, `nvshmem allocation in group "${member.name}"`)
+    }
     liveBlocks++
     const allocator = deviceAllocator(device)
     const block: SymmetricBlock = {
