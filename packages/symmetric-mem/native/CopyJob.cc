@@ -16,6 +16,12 @@ CopyJob::CopyJob(Napi::Env env, uint8_t* target, const uint8_t* source, size_t l
 
 Napi::Promise CopyJob::Start(Napi::Env env, uint8_t* target, const uint8_t* source, size_t length, Napi::Value keep,
                              std::shared_ptr<Segment> keepSegment) {
+  if (length <= kInlineBytes) {
+    std::memcpy(target, source, length);
+    Napi::Promise::Deferred done = Napi::Promise::Deferred::New(env);
+    done.Resolve(env.Undefined());
+    return done.Promise();
+  }
   auto* job = new CopyJob(env, target, source, length, keep, std::move(keepSegment));
   Napi::Promise promise = job->deferred_.Promise();
   job->Queue();
