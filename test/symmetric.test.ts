@@ -112,6 +112,13 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     expect(await take(b.readFreed("d"))).toMatchObject({ tag: "ObjectFreedError", message: expect.stringContaining("freeSymmetric") })
   })
 
+  it("the Effect face allocates for a scope and frees collectively when it closes; typed failures stay typed", async () => {
+    expect(await onAll((w) => w.effectScoped("sym", [5]))).toEqual(Array.from({ length: 3 }, () => ({ during: true, after: false })))
+    const mismatched = await onAll((w, rank) => w.effectScoped("sym", [5 + rank]))
+    for (const r of mismatched) expect(r).toEqual({ during: "SymmetricMismatchError", after: undefined })
+    expect(await take(a.alloc("nogroup", [2], "float32", {} as never))).toMatchObject({ tag: "UnsupportedOperationError", message: expect.stringContaining("needs { group }") })
+  })
+
   it("a symmetric tensor collected without freeSymmetric raises a warning naming the allocation", async () => {
     const warnings = await onAll((w) => w.leak("sym"))
     for (const w of warnings) {
@@ -176,14 +183,21 @@ describe("the shm transport", () => {
 })
 
 describe("crashes leave nothing behind", () => {
-  it("a killed rank leaves nothing in /dev/shm, and its peers' next collective call fails instead of hanging", async () => {
-    const [x, y] = await cluster.spawn(SymWorker, { count: 2 })
-    const doomed = await cluster.createCollectiveGroup([x, y], { backend: "shm", name: "doomed" })
-    await Promise.all([x, y].map((w) => take(w.alloc("k", [1024], "float32", { group: "doomed" }))))
-    process.kill(await take(y.pid()), "SIGKILL")
+  it("killed ranks (the heap's creator too) leave nothing in /dev/shm, and their peers' next collective call fails instead of hanging", async () => {
+    const [x, y, z] = await cluster.spawn(SymWorker, { count: 3 })
+    const doomed = await cluster.createCollectiveGroup([x, y, z], { backend: "shm", name: "doomed" })
+    const made = await Promise.all([x, y, z].map((w) => take(w.alloc("k", [1024], "float32", { group: "doomed" }))))
+    for (const m of made) expect(m.ok?.nbytes).toBe(4096)
+    await take(x.fill("k", 1))
+    process.kill(await take(z.pid()), "SIGKILL")
     expect(shmEntries()).toEqual([])
-    const after = await take(x.alloc("k2", [16], "float32", { group: "doomed", timeoutMs: 10_000 }))
-    expect(after.tag).toMatch(/ActorDiedError|TimeoutError|MissingGroupError/)
+    // The survivors still share their heap: rank 1 reads rank 0's copy.
+    expect((await take(y.readPeer("k", 0))).ok?.values).toEqual(new Array(1024).fill(1))
+    const after = await Promise.all([x, y].map((w) => take(w.alloc("k2", [16], "float32", { group: "doomed", timeoutMs: 10_000 }))))
+    for (const r of after) expect(r.tag).toMatch(/ActorDiedError|TimeoutError|MissingGroupError/)
+    // Rank 0 created the segment: killing it leaves nothing either.
+    process.kill(await take(x.pid()), "SIGKILL")
+    expect(shmEntries()).toEqual([])
     await doomed.destroy().catch(() => undefined)
     await sleep(100)
     expect(shmEntries()).toEqual([])

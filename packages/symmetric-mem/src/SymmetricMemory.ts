@@ -93,7 +93,10 @@ const byteLengthOf = (shape: ReadonlyArray<number>, dtype: DType): number => {
  * same order. Without makeSymmetric, different sizes fail on every rank (SymmetricMismatchError).
  */
 export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOptions: DType | AllocateSymmetricOptions, maybeOptions?: AllocateSymmetricOptions): Promise<Tensor> => {
-  const options = typeof dtypeOrOptions === "string" ? { ...maybeOptions!, dtype: dtypeOrOptions } : dtypeOrOptions
+  const options = typeof dtypeOrOptions === "string" ? { ...maybeOptions, dtype: dtypeOrOptions } : dtypeOrOptions
+  if (typeof options?.group !== "string") {
+    throw new UnsupportedOperationError({ message: "allocateSymmetric needs { group }: the name of a collective group every rank is in" })
+  }
   const member = groupOf(options.group)
   const backend = backendFor(options.backend, member)
   const heap = backend.heapId(member)

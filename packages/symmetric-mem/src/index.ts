@@ -1,4 +1,6 @@
 export { allocateSymmetric, freeSymmetric, peerTensor, isSymmetric, type AllocateSymmetricOptions, type FreeSymmetricOptions } from "./SymmetricMemory.js"
+export * as SymmetricMemory from "./SymmetricMemoryEffect.js"
+export type { SymmetricError } from "./SymmetricMemoryEffect.js"
 export { shm, shm as default } from "./ShmTransport.js"
 export { SymmetricBackendError, SymmetricFreeError, SymmetricMismatchError } from "./Errors.js"
 export { registerSymmetricBackend, type BackendName } from "./internal/backends.js"
