@@ -5,7 +5,10 @@
 #include <dlfcn.h>
 
 #include <string>
+
+#ifdef TLSYM_V8_FALLBACK
 #include <v8.h>
+#endif
 
 namespace tlsym {
 
@@ -47,6 +50,7 @@ napi_value sharedBufferOver(napi_env env, const std::shared_ptr<Segment>& segmen
     }
     return result;
   }
+#ifdef TLSYM_V8_FALLBACK
   std::unique_ptr<v8::BackingStore> store = v8::SharedArrayBuffer::NewBackingStore(
       segment->data(), segment->dataBytes(),
       [](void* data, size_t, void* hint) { releaseHolder(data, hint); }, holder);
@@ -54,6 +58,12 @@ napi_value sharedBufferOver(napi_env env, const std::shared_ptr<Segment>& segmen
   // A napi_value is a v8::Local<v8::Value> in Node's implementation (v8impl::JsValueFromV8LocalValue).
   v8::Local<v8::Value> value = buffer;
   return reinterpret_cast<napi_value>(*value);
+#else
+  (void)env;
+  delete holder;
+  throw Failure(FailureCode::System,
+                "this Node has no node_api_create_external_sharedarraybuffer and the addon was built without V8 headers: rebuild it with the running Node's headers (NODE_INCLUDE_DIR)");
+#endif
 }
 
 }  // namespace tlsym

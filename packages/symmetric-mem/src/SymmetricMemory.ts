@@ -7,7 +7,7 @@
  * return them and any transport moves them. Frees are collective and explicit: a symmetric tensor
  * collected without freeSymmetric only raises a warning (a finaliser cannot run a collective call).
  */
-import { type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, dtypeOf, group as groupOf, nextStorageId } from "@tensorlane/core"
+import { type Allocator, type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, dtypeOf, group as groupOf, nextStorageId } from "@tensorlane/core"
 import type { Gather, SymmetricBlock } from "./Backend.js"
 import { SymmetricFreeError } from "./Errors.js"
 import { type Statement, agree } from "./internal/agreement.js"
@@ -75,16 +75,16 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
 /** Bytes of a tensor of this shape and dtype, validated by core's own factory (ShapeError, DTypeError). */
 const byteLengthOf = (shape: ReadonlyArray<number>, dtype: DType): number => {
   let measured = 0
-  const empty: Storage = { id: nextStorageId(), device: "cpu", byteLength: 0, bytes: new Uint8Array(0), handle: undefined, allocator: undefined as never }
-  Tensor.empty(shape, {
-    dtype,
-    allocator: {
-      name: "symmetric-size",
-      device: "cpu",
-      allocate: (n) => ((measured = n), empty),
-      free: () => undefined,
+  const measuring: Allocator = {
+    name: "symmetric-size",
+    device: "cpu",
+    allocate: (n) => {
+      measured = n
+      return { id: nextStorageId(), device: "cpu", byteLength: 0, bytes: new Uint8Array(0), handle: undefined, allocator: measuring }
     },
-  })
+    free: () => undefined,
+  }
+  Tensor.empty(shape, { dtype, allocator: measuring })
   return measured
 }
 
