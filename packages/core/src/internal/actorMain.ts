@@ -27,6 +27,9 @@ import { fromWireError, toWireError } from "./wireError.js"
 type Call = Extract<ToActor, { _tag: "Call" }>
 type Init = Extract<ToActor, { _tag: "Init" }>
 
+/** How long a call waits for the frees that arrived before it (a release normally takes well under 1 ms). */
+const SETTLE_FREES_MS = 20
+
 const control = new Connection(new net.Socket({ fd: 3, readable: true, writable: true }), {
   onFrame: (frame) => onFrame(frame),
   // The driver is gone (or broke the protocol): an actor never outlives its driver.
@@ -147,12 +150,15 @@ class Actor {
         this.queue.push({ call: message, body })
         this.pump()
         return
-      case "Free":
-        this.runtime.free(message.objectIds).then(
+      case "Free": {
+        const freeing = this.runtime.free(message.objectIds).then(
           () => this.whenIdle(),
           (error) => console.error("tensorlane: free failed:", error),
         )
+        this.freeing.add(freeing)
+        void freeing.finally(() => this.freeing.delete(freeing))
         return
+      }
       case "Resolved": {
         const waiter = this.resolving.get(message.reqId)
         this.resolving.delete(message.reqId)
@@ -207,6 +213,8 @@ class Actor {
   }
 
   private recycleScheduled = false
+  /** Frees waiting for the transfer agent to let go; their memory is reusable only once they end. */
+  private readonly freeing = new Set<Promise<void>>()
 
   /** Memory dropped by a call or a free is recycled while nothing runs, off the next call's path. */
   private whenIdle(): void {
@@ -244,7 +252,9 @@ class Actor {
     try {
       const entry = methodOf(this.definition, call.method)
       if (entry === undefined) throw new TypeError(`actor ${this.definition.name} has no method "${call.method}"`)
+      const frees = [...this.freeing]
       const args = await this.arguments(call, body, transfers, received)
+      await this.settleFrees(frees)
       const value = await actorContext.run(this.context(), () => entry.fn(this.state, ...args))
       const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
       const info = await this.runtime.produce(call.returnId, value, transport)
@@ -255,6 +265,17 @@ class Actor {
       for (const objectId of received) this.runtime.store.dropReceived(objectId)
     }
     return received.length > 0
+  }
+
+  /**
+   * A call that arrives right after a free (a loop that releases a result and asks for the next) waits
+   * a little for it: the freed memory can then be recycled, where allocating beside it costs page faults.
+   */
+  private async settleFrees(frees: ReadonlyArray<Promise<void>>): Promise<void> {
+    if (frees.length === 0) return
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([Promise.all(frees), new Promise<void>((resolve) => (timer = setTimeout(resolve, SETTLE_FREES_MS)))])
+    clearTimeout(timer)
   }
 
   private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
