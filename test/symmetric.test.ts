@@ -90,6 +90,9 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     const made = await onAll((w, rank) => w.alloc("shape", rank === 2 ? [-1] : [2], "float32", { group: "sym" }))
     expect(made[2]).toMatchObject({ tag: "ShapeError" })
     for (const m of made.slice(0, 2)) expect(m).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 2 refused") })
+    const dtypes = await onAll((w, rank) => w.alloc("dtype", [2], rank === 1 ? "float33" : "float32", { group: "sym" }))
+    expect(dtypes[1]).toMatchObject({ tag: "DTypeError" })
+    for (const m of [dtypes[0], dtypes[2]]) expect(m).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 1 refused") })
   })
 
   it("free order is checked: ranks that free different allocations all fail, and nothing is freed", async () => {

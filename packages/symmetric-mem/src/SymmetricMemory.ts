@@ -7,7 +7,7 @@
  * return them and any transport moves them. Frees are collective and explicit: a symmetric tensor
  * collected without freeSymmetric only raises a warning (a finaliser cannot run a collective call).
  */
-import { type Allocator, type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, dtypeOf, group as groupOf, nextStorageId } from "@tensorlane/core"
+import { type Allocator, type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, dtypeOf, group as groupOf, isTensor, nextStorageId } from "@tensorlane/core"
 import type { Gather, SymmetricBlock } from "./Backend.js"
 import { SymmetricFreeError } from "./Errors.js"
 import { type Statement, agree } from "./internal/agreement.js"
@@ -102,11 +102,13 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
   const heap = backend.heapId(member)
   const key = `${member.name}|${heap}`
   const seq = nextSeq(key)
-  const dtype = dtypeOf(options.dtype ?? "float32").name
   const makeSymmetric = options.makeSymmetric === true
+  // A bad dtype or shape on one rank is stated in the gather, so that the others fail too instead of waiting.
+  let dtype: DType = "float32"
   let bytes = 0
   let refusal: unknown
   try {
+    dtype = dtypeOf(options.dtype ?? "float32").name
     bytes = byteLengthOf(shape, dtype)
   } catch (error) {
     refusal = error
@@ -161,7 +163,7 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
 }
 
 const refusalOf = (tensor: unknown): SymmetricFreeError | undefined => {
-  if (!(tensor instanceof Tensor)) return new SymmetricFreeError({ message: "freeSymmetric takes tensors", reason: "foreign" })
+  if (!isTensor(tensor)) return new SymmetricFreeError({ message: "freeSymmetric takes tensors", reason: "foreign" })
   const allocation = originals.get(tensor)
   if (allocation !== undefined) {
     return allocation.freed ? new SymmetricFreeError({ message: `${allocation.label} was freed already`, reason: "double-free" }) : undefined
@@ -182,7 +184,7 @@ const refusalOf = (tensor: unknown): SymmetricFreeError | undefined => {
  */
 export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetricOptions>): Promise<void> => {
   const last = args[args.length - 1]
-  const options: FreeSymmetricOptions = last !== undefined && !(last instanceof Tensor) ? (last as FreeSymmetricOptions) : {}
+  const options: FreeSymmetricOptions = last !== undefined && !isTensor(last) ? last : {}
   const tensors = args.filter((a) => a !== options) as ReadonlyArray<Tensor>
   const seen = new Set<Allocation>()
   let refusal: SymmetricFreeError | undefined
