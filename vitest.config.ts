@@ -55,6 +55,15 @@ export default defineConfig({
           env: { NCCL_SOCKET_IFNAME: "lo" },
         },
       },
+      {
+        test: {
+          name: "symmetric-mem",
+          root: "packages/symmetric-mem",
+          include: ["test/**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
     ],
   },
 })

@@ -16,6 +16,9 @@ const examples: ReadonlyArray<readonly [string, RegExp]> = [
   ["gloo/mutability.ts", /^sender and receiver returned different sums$/m],
   ["gloo/wait-tensor-freed.ts", /^sender and receiver returned the same sums$/m],
   ["gloo/destroy-recreate.ts", /round 1: sum[\s\S]*round 2: sum/],
+  ["symmetric/allocate-free.ts", /^rank 0: a float32 \[3, 3\] sum 0, b float64 \[3, 3\] sum 4\.5\n.*\nrank 2: a float32 \[3, 3\] sum 18, b float64 \[3, 3\] sum 4\.5$/m],
+  ["symmetric/make-symmetric.ts", /makeSymmetric: false\n(  rank \d: SymmetricMismatchError: .*different sizes.*\n){3}makeSymmetric: true\n  rank 0: float32 \[3, 3\], 36 bytes visible\n  rank 1: float32 \[2, 3\], 24 bytes visible\n  rank 2: float32 \[2, 3\], 24 bytes visible/],
+  ["symmetric/one-sided.ts", /^rank 0 holds \[2,2,2,2\]\nrank 1 holds \[0,0,0,0\]\nrank 2 holds \[1,1,1,1\]\nrank 0 sums rank 2's heap tensor: 3000$/m],
 ]
 
 describe("examples", () => {

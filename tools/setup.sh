@@ -34,6 +34,8 @@ fi
 bash packages/transport-nixl/scripts/install-wheel.sh
 # NCCL and the CUDA runtime come from NVIDIA's PyPI wheels, installed into .tools/nccl.
 bash packages/transport-nccl/scripts/install-wheel.sh
+# NVSHMEM's host library (symmetric-mem's nvshmem backend) from its PyPI wheel, into .tools/nvshmem.
+bash packages/symmetric-mem/scripts/install-wheel.sh
 
 # Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages
 # (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.

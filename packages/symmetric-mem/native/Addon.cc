@@ -1,0 +1,199 @@
+// Entry point of the tensorlane symmetric-memory addon: thin bindings over the process-wide
+// SegmentTable (see SegmentTable.h for why every thread shares it) and the NVSHMEM host library.
+#include "CopyJob.h"
+#include "Failure.h"
+#include "NvshmemLibrary.h"
+#include "Segment.h"
+#include "SegmentTable.h"
+#include "SharedBuffer.h"
+
+#include <napi.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace tlsym {
+
+namespace {
+
+template <typename F>
+Napi::Value guarded(const Napi::CallbackInfo& info, F&& body) {
+  try {
+    return body();
+  } catch (const Failure& failure) {
+    throw failure.toError(info.Env());
+  }
+}
+
+std::string stringArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
+  if (!info[i].IsString()) throw Failure(FailureCode::Usage, std::string(what) + " must be a string");
+  return info[i].As<Napi::String>().Utf8Value();
+}
+
+uint64_t uintArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
+  if (!info[i].IsNumber()) throw Failure(FailureCode::Protocol, std::string(what) + " must be a number");
+  double d = info[i].As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d))) {
+    throw Failure(FailureCode::Protocol, std::string(what) + " must be a non-negative integer");
+  }
+  return static_cast<uint64_t>(d);
+}
+
+Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
+  if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    throw Failure(FailureCode::Usage, std::string(what) + " must be a Uint8Array");
+  }
+  return info[i].As<Napi::Uint8Array>();
+}
+
+std::shared_ptr<Segment> mapped(const std::string& key) {
+  std::shared_ptr<Segment> segment = SegmentTable::instance().get(key);
+  if (segment == nullptr) throw Failure(FailureCode::Usage, "no segment is mapped as \"" + key + "\" in this process");
+  return segment;
+}
+
+Napi::Value CreateSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::string key = stringArg(info, 0, "key");
+    std::shared_ptr<Segment> segment = Segment::create(stringArg(info, 1, "name"), uintArg(info, 2, "dataBytes"));
+    SegmentTable::instance().put(key, segment);
+    return Napi::String::New(info.Env(), segment->token());
+  });
+}
+
+Napi::Value OpenSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::string key = stringArg(info, 0, "key");
+    std::shared_ptr<Segment> segment = Segment::openByName(stringArg(info, 1, "name"), stringArg(info, 2, "token"), true);
+    SegmentTable::instance().put(key, segment);
+    return Napi::Number::New(info.Env(), static_cast<double>(segment->dataBytes()));
+  });
+}
+
+Napi::Value CountOpener(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    return Napi::Number::New(info.Env(), mapped(stringArg(info, 0, "key"))->countOpener());
+  });
+}
+
+Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::string key = stringArg(info, 0, "key");
+    std::shared_ptr<Segment> segment =
+        Segment::openByPid(static_cast<int64_t>(uintArg(info, 1, "pid")), static_cast<int64_t>(uintArg(info, 2, "fd")), stringArg(info, 3, "token"));
+    SegmentTable::instance().put(key, segment);
+    return Napi::Number::New(info.Env(), static_cast<double>(segment->dataBytes()));
+  });
+}
+
+Napi::Value UnlinkSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Segment::unlink(stringArg(info, 0, "name"));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value DetachSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    return Napi::Boolean::New(info.Env(), SegmentTable::instance().remove(stringArg(info, 0, "key")));
+  });
+}
+
+Napi::Value SegmentBuffer(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info, 0, "key"));
+    if (segment == nullptr) return info.Env().Undefined();
+    if (!segment->writable()) throw Failure(FailureCode::Usage, "a peer's segment is read through readSegment only");
+    try {
+      return Napi::Value(info.Env(), sharedBufferOver(info.Env(), segment));
+    } catch (const std::bad_alloc&) {
+      throw Failure(FailureCode::System, "out of memory wrapping a segment");
+    }
+  });
+}
+
+Napi::Value SegmentInfo(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info, 0, "key"));
+    if (segment == nullptr) return info.Env().Undefined();
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("token", segment->token());
+    out.Set("fd", segment->fd());
+    out.Set("pid", static_cast<double>(getpid()));
+    out.Set("dataBytes", static_cast<double>(segment->dataBytes()));
+    return out;
+  });
+}
+
+Napi::Value SegmentKeys(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::vector<std::string> keys = SegmentTable::instance().keys();
+    Napi::Array out = Napi::Array::New(info.Env(), keys.size());
+    for (size_t i = 0; i < keys.size(); i++) out.Set(static_cast<uint32_t>(i), keys[i]);
+    return out;
+  });
+}
+
+Napi::Value Locate(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
+    auto found = SegmentTable::instance().locate(bytes.Data(), bytes.ByteLength());
+    if (!found.has_value()) return info.Env().Undefined();
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("key", found->first);
+    out.Set("offset", static_cast<double>(found->second));
+    return out;
+  });
+}
+
+Napi::Value Copy(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Uint8Array target = bytesArg(info, 0, "target");
+    Napi::Uint8Array source = bytesArg(info, 1, "source");
+    if (target.ByteLength() != source.ByteLength()) {
+      throw Failure(FailureCode::Usage, "copy of " + std::to_string(source.ByteLength()) + " bytes into " + std::to_string(target.ByteLength()));
+    }
+    Napi::Array keep = Napi::Array::New(info.Env(), 2);
+    keep.Set(0u, target);
+    keep.Set(1u, source);
+    return CopyJob::Start(info.Env(), target.Data(), source.Data(), target.ByteLength(), keep, nullptr);
+  });
+}
+
+Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::shared_ptr<Segment> segment = mapped(stringArg(info, 0, "key"));
+    uint64_t offset = uintArg(info, 1, "offset");
+    Napi::Uint8Array target = bytesArg(info, 2, "target");
+    if (offset > segment->dataBytes() || target.ByteLength() > segment->dataBytes() - offset) {
+      throw Failure(FailureCode::Protocol, "a read of " + std::to_string(target.ByteLength()) + " bytes at offset " + std::to_string(offset) +
+                                               " leaves the segment's " + std::to_string(segment->dataBytes()) + " bytes");
+    }
+    return CopyJob::Start(info.Env(), target.Data(), segment->data() + offset, target.ByteLength(), target, segment);
+  });
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("createSegment", Napi::Function::New(env, CreateSegment));
+  exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
+  exports.Set("countOpener", Napi::Function::New(env, CountOpener));
+  exports.Set("openPeerSegment", Napi::Function::New(env, OpenPeerSegment));
+  exports.Set("unlinkSegment", Napi::Function::New(env, UnlinkSegment));
+  exports.Set("detachSegment", Napi::Function::New(env, DetachSegment));
+  exports.Set("segmentBuffer", Napi::Function::New(env, SegmentBuffer));
+  exports.Set("segmentInfo", Napi::Function::New(env, SegmentInfo));
+  exports.Set("segmentKeys", Napi::Function::New(env, SegmentKeys));
+  exports.Set("locate", Napi::Function::New(env, Locate));
+  exports.Set("copy", Napi::Function::New(env, Copy));
+  exports.Set("readSegment", Napi::Function::New(env, ReadSegment));
+  registerNvshmem(env, exports);
+  return exports;
+}
+
+}  // namespace
+
+}  // namespace tlsym
+
+static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return tlsym::Init(env, exports); }
+
+NODE_API_MODULE(tensorlane_symmetric, InitAddon)

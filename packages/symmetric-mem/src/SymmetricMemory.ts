@@ -1,0 +1,256 @@
+/**
+ * Collective symmetric-heap allocation inside actors, with the semantics of nvmath-python's
+ * allocate_symmetric_memory / free_symmetric_memory: every rank of a group calls allocateSymmetric
+ * and freeSymmetric in the same order; one gather per call agrees sizes (and call and free order);
+ * with makeSymmetric every rank gets a buffer of the largest size but a tensor of exactly its own
+ * shape. Symmetric tensors are ordinary core tensors (their storage lies in the heap): methods may
+ * return them and any transport moves them. Frees are collective and explicit: a symmetric tensor
+ * collected without freeSymmetric only raises a warning (a finaliser cannot run a collective call).
+ */
+import { type Allocator, type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, dtypeOf, group as groupOf, isTensor, nextStorageId } from "@tensorlane/core"
+import type { Gather, SymmetricBlock } from "./Backend.js"
+import { SymmetricFreeError } from "./Errors.js"
+import { type Statement, agree } from "./internal/agreement.js"
+import { type BackendName, backendFor } from "./internal/backends.js"
+
+export interface AllocateSymmetricOptions {
+  /** The collective group (by name) whose members allocate together. */
+  readonly group: string
+  /** Default float32. */
+  readonly dtype?: DType
+  /** Allow different sizes per rank: every rank gets a buffer of the largest size, and a tensor of its own shape. */
+  readonly makeSymmetric?: boolean
+  /** Skip the gather (the caller guarantees equal sizes on every rank); peerTensor then assumes every rank's shape is this one. */
+  readonly skipSymmetricCheck?: boolean
+  /** Default: the group's backend when it is "shm". */
+  readonly backend?: BackendName
+  /** GPU backends: the device the heap lives on (default cuda:0). */
+  readonly device?: Device
+  /** Limit for the gather. Default: none. */
+  readonly timeoutMs?: number
+}
+
+export interface FreeSymmetricOptions {
+  readonly timeoutMs?: number
+}
+
+interface Allocation {
+  readonly id: number
+  readonly group: string
+  readonly heap: string
+  readonly backend: string
+  readonly dtype: DType
+  /** By rank. */
+  readonly shapes: ReadonlyArray<ReadonlyArray<number>>
+  readonly block: SymmetricBlock
+  readonly label: string
+  freed: boolean
+}
+
+/** Collective calls made per group heap, so that every rank numbers its calls alike. */
+const sequence = new Map<string, number>()
+/** Own and peer storages of live allocations; `rank` of the copy a storage covers. */
+const storages = new WeakMap<Storage, { readonly allocation: Allocation; readonly peer: boolean }>()
+/** The tensors allocateSymmetric returned (freeSymmetric takes those, not views of them). */
+const originals = new WeakMap<Tensor, Allocation>()
+
+const leaks = new FinalizationRegistry<Allocation>((allocation) => {
+  if (allocation.freed) return
+  process.emitWarning(
+    `${allocation.label} was garbage-collected without freeSymmetric: its heap block stays allocated on every rank. Free symmetric tensors explicitly (freeSymmetric is collective and cannot run in a finaliser).`,
+    { type: "SymmetricMemoryWarning", code: "TENSORLANE_SYMMETRIC_LEAK" },
+  )
+})
+
+const nextSeq = (key: string): number => {
+  const seq = (sequence.get(key) ?? 0) + 1
+  sequence.set(key, seq)
+  return seq
+}
+
+const gatherOf = (member: GroupMember, timeoutMs: number | undefined): Gather => (blob) => member.allGather(blob, { timeoutMs })
+
+const message = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/** Bytes of a tensor of this shape and dtype, validated by core's own factory (ShapeError, DTypeError). */
+const byteLengthOf = (shape: ReadonlyArray<number>, dtype: DType): number => {
+  let measured = 0
+  const measuring: Allocator = {
+    name: "symmetric-size",
+    device: "cpu",
+    allocate: (n) => {
+      measured = n
+      return { id: nextStorageId(), device: "cpu", byteLength: 0, bytes: new Uint8Array(0), handle: undefined, allocator: measuring }
+    },
+    free: () => undefined,
+  }
+  Tensor.empty(shape, { dtype, allocator: measuring })
+  return measured
+}
+
+/**
+ * A tensor of `shape` on the group's symmetric heap; every member of the group calls it, in the
+ * same order. Without makeSymmetric, different sizes fail on every rank (SymmetricMismatchError).
+ */
+export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOptions: DType | AllocateSymmetricOptions, maybeOptions?: AllocateSymmetricOptions): Promise<Tensor> => {
+  const options = typeof dtypeOrOptions === "string" ? { ...maybeOptions, dtype: dtypeOrOptions } : dtypeOrOptions
+  if (typeof options?.group !== "string") {
+    throw new UnsupportedOperationError({ message: "allocateSymmetric needs { group }: the name of a collective group every rank is in" })
+  }
+  const member = groupOf(options.group)
+  const backend = backendFor(options.backend, member)
+  const heap = backend.heapId(member)
+  const key = `${member.name}|${heap}`
+  const seq = nextSeq(key)
+  const makeSymmetric = options.makeSymmetric === true
+  // A bad dtype or shape on one rank is stated in the gather, so that the others fail too instead of waiting.
+  let dtype: DType = "float32"
+  let bytes = 0
+  let refusal: unknown
+  try {
+    dtype = dtypeOf(options.dtype ?? "float32").name
+    bytes = byteLengthOf(shape, dtype)
+  } catch (error) {
+    refusal = error
+  }
+  let shapes: ReadonlyArray<ReadonlyArray<number>>
+  let size: number
+  const gather = gatherOf(member, options.timeoutMs)
+  if (options.skipSymmetricCheck === true) {
+    if (refusal !== undefined) throw refusal
+    shapes = Array.from({ length: member.worldSize }, () => shape)
+    size = bytes
+  } else {
+    const mine: Statement = {
+      op: "allocate",
+      seq,
+      heap,
+      digest: backend.digest(member),
+      bytes,
+      shape: refusal === undefined ? [...shape] : [],
+      dtype,
+      makeSymmetric,
+      ...(refusal === undefined ? {} : { error: message(refusal) }),
+    }
+    let all: ReadonlyArray<Statement>
+    try {
+      all = await agree(member.name, member.rank, mine, gather)
+    } catch (error) {
+      throw refusal ?? error
+    }
+    const allocations = all as ReadonlyArray<Extract<Statement, { op: "allocate" }>>
+    shapes = allocations.map((s) => s.shape)
+    size = Math.max(...allocations.map((s) => s.bytes))
+  }
+  const block = await backend.allocate(member, size, gather, { device: options.device })
+  const allocation: Allocation = {
+    id: seq,
+    group: member.name,
+    heap,
+    backend: backend.name,
+    dtype,
+    shapes,
+    block,
+    label: `symmetric allocation #${seq} (${dtype} [${shape.join(", ")}], ${size} bytes per rank) of group "${member.name}" on ${backend.name}`,
+    freed: false,
+  }
+  const storage = block.storage(member.rank, bytes, () => allocation.freed)
+  const tensor = Tensor.fromStorage(storage, { dtype, shape })
+  storages.set(storage, { allocation, peer: false })
+  originals.set(tensor, allocation)
+  leaks.register(storage, allocation, storage)
+  return tensor
+}
+
+const refusalOf = (tensor: unknown): SymmetricFreeError | undefined => {
+  if (!isTensor(tensor)) return new SymmetricFreeError({ message: "freeSymmetric takes tensors", reason: "foreign" })
+  const allocation = originals.get(tensor)
+  if (allocation !== undefined) {
+    return allocation.freed ? new SymmetricFreeError({ message: `${allocation.label} was freed already`, reason: "double-free" }) : undefined
+  }
+  const known = storages.get(tensor.storage)
+  if (known === undefined) {
+    return new SymmetricFreeError({ message: "the tensor was not allocated by allocateSymmetric in this process", reason: "foreign" })
+  }
+  return new SymmetricFreeError({
+    message: `the tensor is ${known.peer ? "a peer's copy" : "a view"} of ${known.allocation.label}; pass the tensor allocateSymmetric returned`,
+    reason: "view",
+  })
+}
+
+/**
+ * Frees tensors allocateSymmetric returned; collective: every rank frees the same allocations in
+ * the same order. A view, a foreign tensor or a double free fails (on every rank of its group).
+ */
+export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetricOptions>): Promise<void> => {
+  const last = args[args.length - 1]
+  const options: FreeSymmetricOptions = last !== undefined && !isTensor(last) ? last : {}
+  const tensors = args.filter((a) => a !== options) as ReadonlyArray<Tensor>
+  const seen = new Set<Allocation>()
+  let refusal: SymmetricFreeError | undefined
+  const byGroup = new Map<string, Array<Allocation>>()
+  for (const tensor of tensors) {
+    const bad = refusalOf(tensor)
+    const allocation = bad === undefined ? originals.get(tensor)! : undefined
+    if (allocation !== undefined && seen.has(allocation)) {
+      refusal ??= new SymmetricFreeError({ message: `${allocation.label} is passed twice`, reason: "double-free" })
+      continue
+    }
+    refusal ??= bad
+    if (allocation === undefined) continue
+    seen.add(allocation)
+    const list = byGroup.get(allocation.group) ?? []
+    list.push(allocation)
+    byGroup.set(allocation.group, list)
+  }
+  // Groups in name order: the same order on every rank that frees the same tensors.
+  for (const name of [...byGroup.keys()].sort()) {
+    const allocations = byGroup.get(name)!
+    let member: GroupMember
+    try {
+      member = groupOf(name)
+    } catch (error) {
+      for (const a of allocations) a.freed = true
+      throw new SymmetricFreeError({ message: `group "${name}" of ${allocations[0].label} is gone: ${message(error)}`, reason: "group-gone" })
+    }
+    const heap = allocations[0].heap
+    const mine: Statement = {
+      op: "free",
+      seq: nextSeq(`${name}|${heap}`),
+      heap,
+      ids: allocations.map((a) => a.id),
+      ...(refusal === undefined ? {} : { error: refusal.message }),
+    }
+    try {
+      await agree(name, member.rank, mine, gatherOf(member, options.timeoutMs))
+    } catch (error) {
+      throw refusal ?? error
+    }
+    for (const allocation of allocations) {
+      allocation.freed = true
+      await allocation.block.free()
+    }
+  }
+  if (refusal !== undefined) throw refusal
+}
+
+/**
+ * Rank `rank`'s copy of a symmetric tensor (its shape on that rank): reads and writes go to that
+ * rank's memory directly (one-sided). Invalid once the allocation is freed.
+ */
+export const peerTensor = (tensor: Tensor, rank: number): Tensor => {
+  const allocation = originals.get(tensor)
+  const refusal = refusalOf(tensor)
+  if (allocation === undefined || refusal !== undefined) throw refusal!
+  const worldSize = allocation.shapes.length
+  if (!Number.isSafeInteger(rank) || rank < 0 || rank >= worldSize) {
+    throw new UnsupportedOperationError({ message: `peerTensor: rank ${rank} is not in group "${allocation.group}" (world size ${worldSize})` })
+  }
+  const shape = allocation.shapes[rank]
+  const storage = allocation.block.storage(rank, byteLengthOf(shape, allocation.dtype), () => allocation.freed)
+  storages.set(storage, { allocation, peer: true })
+  return Tensor.fromStorage(storage, { dtype: allocation.dtype, shape })
+}
+
+/** Whether `tensor` is one allocateSymmetric returned and not yet freed. */
+export const isSymmetric = (tensor: Tensor): boolean => originals.get(tensor)?.freed === false

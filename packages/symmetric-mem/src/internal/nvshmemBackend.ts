@@ -1,0 +1,134 @@
+/**
+ * The `nvshmem` backend: NVSHMEM's host library, loaded at run time, bootstrapped over the group's
+ * control-plane gather (rank 0's unique id) with nvshmemx_hostlib_init_attr, which returns an error
+ * code instead of ending the process. NVSHMEM exits the process when an allocation finds it not
+ * initialized, so every allocation first checks nvshmemx_init_status(), natively, and the ranks
+ * agree that every one of them initialized before any allocates; a failed init is remembered and
+ * refused on every later call.
+ */
+import { DeviceError, OutOfMemoryError, type Allocator, type Device, type GroupMember, type Storage, UnsupportedOperationError, nextStorageId, parseDevice } from "@tensorlane/core"
+import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
+import { SymmetricBackendError } from "../Errors.js"
+import { isNativeFailure, toTensorlaneError } from "./failures.js"
+import { loadNvshmem } from "./loadAddon.js"
+
+const NAME = "nvshmem"
+const INITIALIZED = 2
+/** nvshmemx_init_status() values below INITIALIZED, and the init error codes, as NVSHMEM names them. */
+const STATUS_NAMES: Readonly<Record<number, string>> = { 0: "NVSHMEM_STATUS_NOT_INITIALIZED", 1: "NVSHMEM_STATUS_IS_BOOTSTRAPPED" }
+const ERROR_NAMES: Readonly<Record<number, string>> = { 1: "NVSHMEMX_ERROR_INVALID_VALUE", 2: "NVSHMEMX_ERROR_OUT_OF_MEMORY", 3: "NVSHMEMX_ERROR_NOT_SUPPORTED", 4: "NVSHMEMX_ERROR_SYMMETRY", 5: "NVSHMEMX_ERROR_GPU_NOT_SELECTED", 6: "NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED", 7: "NVSHMEMX_ERROR_INTERNAL", 8: "NVSHMEMX_ERROR_SENTINEL" }
+
+interface InitReport {
+  readonly status: number
+  readonly uid?: string
+  readonly rc?: number
+  readonly error?: string
+}
+
+/** The outcome of this process's bootstrap, agreed by every rank: once settled, no more gathers. */
+let settled: { readonly ok: true; readonly world: string } | { readonly ok: false; readonly why: string } | undefined
+let liveBlocks = 0
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+const exchange = async (gather: Gather, mine: InitReport): Promise<ReadonlyArray<InitReport>> =>
+  (await gather(encoder.encode(JSON.stringify(mine)))).map((b) => JSON.parse(decoder.decode(b)) as InitReport)
+
+const refuse = (why: string): never => {
+  throw new SymmetricBackendError({ message: `NVSHMEM is not initialized, so nothing is allocated (NVSHMEM would exit the process): ${why}`, backend: NAME, reason: "not-initialized" })
+}
+
+const describeStatus = (s: number): string => `${STATUS_NAMES[s] ?? "status"} (${s})`
+
+/** Initializes NVSHMEM on every rank (unique-id bootstrap through the group) unless it already is; refuses on every rank if any rank fails. */
+const ensureInitialized = async (member: GroupMember, gather: Gather): Promise<void> => {
+  if (settled?.ok === false) refuse(settled.why)
+  if (settled?.ok === true) {
+    if (settled.world !== member.name) {
+      throw new SymmetricBackendError({ message: `NVSHMEM was initialized for group "${settled.world}"; one process has one NVSHMEM world`, backend: NAME, reason: "wrong-group" })
+    }
+    return
+  }
+  const { addon } = loadNvshmem()
+  const status = addon.nvshmemStatus()
+  let uid: string | undefined
+  let error: string | undefined
+  if (member.rank === 0 && status === 0) {
+    try {
+      uid = Buffer.from(addon.nvshmemUniqueId()).toString("base64")
+    } catch (e) {
+      error = `nvshmemx_get_uniqueid failed: ${e instanceof Error ? e.message : String(e)}`
+    }
+  }
+  const first = await exchange(gather, { status, uid, error })
+  let report: InitReport = { status }
+  if (first.every((r) => r.status === 0) && first[0].uid !== undefined) {
+    const rc = addon.nvshmemInitialize(member.rank, member.worldSize, Buffer.from(first[0].uid, "base64"))
+    report = { status: addon.nvshmemStatus(), rc }
+  } else if (first.some((r) => r.status < INITIALIZED)) {
+    report = { status, error: first.find((r) => r.error !== undefined)?.error ?? "the ranks' NVSHMEM states differ (some initialized, some not)" }
+  }
+  const second = await exchange(gather, report)
+  const failures = second
+    .map((r, rank) => [rank, r] as const)
+    .filter(([, r]) => r.status < INITIALIZED)
+    .map(([rank, r]) => `rank ${rank}: ${r.error ?? `nvshmemx_hostlib_init_attr returned ${r.rc} (${ERROR_NAMES[r.rc ?? -1] ?? "unknown"}), status ${describeStatus(r.status)}`}`)
+  if (failures.length > 0) {
+    settled = { ok: false, why: `${failures.join("; ")}. NVSHMEM needs an NVIDIA GPU with its driver on every rank` }
+    refuse(settled.why)
+  }
+  settled = { ok: true, world: member.name }
+}
+
+const deviceAllocator = (device: Device): Allocator => ({
+  name: "symmetric-nvshmem",
+  device,
+  allocate() {
+    throw new UnsupportedOperationError({ message: "NVSHMEM memory is allocated collectively: call allocateSymmetric on every rank" })
+  },
+  free() {
+    throw new UnsupportedOperationError({ message: "NVSHMEM memory is freed collectively: call freeSymmetric on every rank" })
+  },
+})
+
+export const nvshmemBackend: SymmetricBackend = {
+  name: NAME,
+  heapId: () => NAME,
+  digest: () => String(liveBlocks),
+  allocate: async (member, byteLength, gather, options) => {
+    const device = parseDevice(options.device ?? "cuda:0")
+    if (device === "cpu") throw new DeviceError({ message: "the nvshmem backend allocates GPU memory; pass a cuda device", device })
+    await ensureInitialized(member, gather)
+    const { addon } = loadNvshmem()
+    let pointer: bigint
+    try {
+      pointer = addon.nvshmemMalloc(byteLength)
+    } catch (error) {
+      if (isNativeFailure(error) && error.code === "system") {
+        throw new OutOfMemoryError({ message: `${error.message} (the heap's size is NVSHMEM_SYMMETRIC_SIZE)`, requested: byteLength, capacity: 0 })
+      }
+      throw toTensorlaneError(error, `nvshmem allocation in group "${member.name}"`)
+    }
+    liveBlocks++
+    const allocator = deviceAllocator(device)
+    const block: SymmetricBlock = {
+      device,
+      storage: (rank, n, isFreed): Storage => ({
+        id: nextStorageId(),
+        device,
+        byteLength: n,
+        get bytes(): Uint8Array {
+          throw new DeviceError({ message: `NVSHMEM memory on ${device} has no host bytes${isFreed() ? " (and it was freed)" : ""}`, device })
+        },
+        handle: { address: rank === member.rank ? pointer : addon.nvshmemPeer(pointer, rank) },
+        allocator,
+      }),
+      free: () => {
+        liveBlocks--
+        addon.nvshmemFree(pointer)
+      },
+    }
+    return block
+  },
+}

@@ -1,0 +1,46 @@
+/**
+ * NVSHMEM for real, as far as a machine without a GPU allows: the host library from the
+ * nvidia-nvshmem-cu12 wheel (installed by tools/setup.sh into .tools/nvshmem) is found and loaded,
+ * its version and init status read; an allocation before a successful init is refused natively
+ * (NVSHMEM would otherwise try to initialize and exit the process); a library that does not load
+ * is a typed failure. The collective refusal (bootstrap over a group, init failing on every rank)
+ * runs between actors in test/symmetric.test.ts; allocations on a GPU in nvshmem.gpu.test.ts.
+ */
+import * as fs from "node:fs"
+import { describe, expect, it } from "vitest"
+import { nvshmemCandidates, nvshmemStatus } from "../src/index.ts"
+import { loadAddon } from "../src/internal/loadAddon.ts"
+
+describe("NVSHMEM's host library", () => {
+  it("is looked for in NVSHMEM_LIB_DIR first, then the project's .tools/nvshmem, then the system", () => {
+    process.env.NVSHMEM_LIB_DIR = "/opt/custom/nvshmem"
+    try {
+      const candidates = nvshmemCandidates()
+      expect(candidates[0]).toBe("/opt/custom/nvshmem/libnvshmem_host.so.3")
+      expect(candidates.some((c) => c.endsWith(".tools/nvshmem/nvidia/nvshmem/lib/libnvshmem_host.so.3"))).toBe(true)
+      expect(candidates.at(-1)).toBe("libnvshmem_host.so.3")
+    } finally {
+      delete process.env.NVSHMEM_LIB_DIR
+    }
+  })
+
+  it("a file that is no library fails to load with a library failure naming it", () => {
+    const bogus = new URL("../package.json", import.meta.url).pathname
+    expect(() => loadAddon().nvshmemLoad(bogus)).toThrow(expect.objectContaining({ code: "library", message: expect.stringContaining("package.json") }))
+  })
+
+  it("loads from the wheel, reports its version, and is not initialized", () => {
+    const status = nvshmemStatus()
+    expect(fs.existsSync(status.library)).toBe(true)
+    expect(status.library).toContain(".tools/nvshmem")
+    expect(status.version).toBe("3.8.0")
+    expect(status.initStatus).toBe(0)
+  })
+
+  it("refuses an allocation before init, natively, instead of letting NVSHMEM exit the process", () => {
+    const addon = loadAddon()
+    expect(() => addon.nvshmemMalloc(1024)).toThrow(expect.objectContaining({ code: "usage", message: expect.stringContaining("not initialized (nvshmemx_init_status() = 0)") }))
+    expect(() => addon.nvshmemPes()).toThrow(expect.objectContaining({ code: "usage" }))
+    expect(nvshmemStatus().initStatus).toBe(0)
+  })
+})

@@ -1,0 +1,89 @@
+/**
+ * The shm transport in one process (the producer's and the consumer's halves both run here, the
+ * consumer mapping this process's own segment through /proc/self's pid): objects round-trip,
+ * staging is released, and every malformed or hostile descriptor is refused with a typed error
+ * before any byte is read out of bounds.
+ */
+import { type TensorMeta, Tensor } from "@tensorlane/core"
+import { afterAll, describe, expect, it } from "vitest"
+import { shm } from "../src/index.ts"
+import type { ShmMetadata } from "../src/internal/shmMetadata.ts"
+
+const metaOf = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: [...t.shape], device: t.device, nbytes: t.nbytes })
+let next = 0
+
+/** Produces `tensors` as an object; returns its metadata and a fetch of it into fresh targets. */
+const produce = async (tensors: ReadonlyArray<Tensor>) => {
+  const objectId = `obj-${next++}`
+  const metadata = (await shm.extractMetadata!({ objectId, tensors })) as ShmMetadata
+  const fetchWith = async (m: unknown, into = tensors.map((t) => Tensor.zeros([...t.shape], { dtype: t.dtype })), signal = new AbortController().signal) => {
+    await shm.fetch!({ objectId, producer: "p", producerAddress: "", consumer: "c", tensors: tensors.map(metaOf), metadata: m, into, signal })
+    return into
+  }
+  return { objectId, metadata, fetchWith, release: () => shm.release!({ objectId, tensors }) }
+}
+
+afterAll(() => shm.close?.())
+
+describe("the shm transport", () => {
+  it("round-trips contiguous tensors and strided views; release gives the staging back", async () => {
+    const a = Tensor.arange(1000, { dtype: "float64" })
+    const strided = Tensor.arange(12, { dtype: "int64" }).view([3, 4]).transpose(0, 1)
+    const empty = Tensor.zeros([0, 3])
+    const o = await produce([a, strided, empty])
+    expect(o.metadata).toMatchObject({ version: 1, pid: process.pid, tensors: [{ nbytes: 8000 }, { nbytes: 96 }, { nbytes: 0 }] })
+    expect(shm.inspect!().registrations).toEqual([`shm staging ${o.objectId}`])
+    const [ga, gs] = await o.fetchWith(o.metadata)
+    expect(ga.toArray()).toEqual(a.toArray())
+    expect(gs.toArray()).toEqual([0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11])
+    o.release()
+    expect(shm.inspect!().registrations).toEqual([])
+  })
+
+  it("refuses malformed metadata with ProtocolError", async () => {
+    const o = await produce([Tensor.ones([16])])
+    const m = o.metadata
+    const cases: Array<[unknown, RegExp]> = [
+      [undefined, /not an object/],
+      [{ ...m, version: 2 }, /unknown version/],
+      [{ ...m, boot: "" }, /no boot id/],
+      [{ ...m, pid: -1 }, /no pid/],
+      [{ ...m, segments: [{ fd: "3", token: m.segments[0].token }] }, /segment 0/],
+      [{ ...m, segments: [{ fd: 3, token: "not-hex" }] }, /segment 0/],
+      [{ ...m, tensors: [] }, /describes 0 tensors, the object has 1/],
+      [{ ...m, tensors: [{ segment: 4, offset: 0, nbytes: 64 }] }, /names segment 4/],
+      [{ ...m, tensors: [{ segment: 0, offset: 1.5, nbytes: 64 }] }, /tensor 0 is not/],
+      // Out of the segment: refused natively, before any byte is read.
+      [{ ...m, tensors: [{ segment: 0, offset: 2 ** 50, nbytes: 64 }] }, /leaves the segment/],
+      // Not the segment it claims to be.
+      [{ ...m, segments: [{ ...m.segments[0], token: "0".repeat(32) }] }, /not the segment described/],
+    ]
+    for (const [metadata, message] of cases) {
+      await expect(o.fetchWith(metadata)).rejects.toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(message) })
+    }
+    await expect(o.fetchWith({ ...m, tensors: [{ segment: 0, offset: 0, nbytes: 32 }] })).rejects.toMatchObject({ _tag: "ShapeError" })
+    await expect(o.fetchWith(m, [Tensor.zeros([4, 8]).transpose(0, 1).contiguous().view([32]).view([16, 2]).select(1, 0)])).rejects.toMatchObject({
+      _tag: "ShapeError",
+      message: expect.stringContaining("strided"),
+    })
+    o.release()
+  })
+
+  it("refuses a producer of another host and one that is gone with TransferError, and honours abort", async () => {
+    const o = await produce([Tensor.ones([16])])
+    await expect(o.fetchWith({ ...o.metadata, boot: "another-host" })).rejects.toMatchObject({ _tag: "TransferError", message: expect.stringContaining("one host") })
+    await expect(o.fetchWith({ ...o.metadata, pid: 4194000 })).rejects.toMatchObject({ _tag: "TransferError", message: expect.stringContaining("is gone") })
+    const controller = new AbortController()
+    controller.abort(new Error("given up"))
+    await expect(o.fetchWith(o.metadata, undefined, controller.signal)).rejects.toThrow("given up")
+    o.release()
+  })
+
+  it("refuses device tensors with DeviceError naming the device and the transport", async () => {
+    const device = Tensor.fromStorage(
+      { id: -1, device: "cuda:0", byteLength: 16, handle: undefined, allocator: undefined as never, get bytes(): Uint8Array { throw new Error("no host bytes") } },
+      { dtype: "float32", shape: [4] },
+    )
+    await expect(shm.extractMetadata!({ objectId: "dev", tensors: [device] })).rejects.toMatchObject({ _tag: "DeviceError", device: "cuda:0", transport: "shm" })
+  })
+})

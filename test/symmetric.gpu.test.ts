@@ -1,0 +1,42 @@
+/**
+ * The nvshmem backend on a GPU: actors of one group bootstrap NVSHMEM over the group's gather,
+ * allocate on the symmetric heap with makeSymmetric (seed 002's shapes), see each other's copies
+ * through nvshmem_ptr, and free collectively. Needs one NVIDIA GPU per actor (NVSHMEM maps one PE
+ * to one GPU; both actors use cuda:0 when only one is visible, which NVSHMEM accepts only in its
+ * multi-process-per-GPU mode); skipped on machines without /dev/nvidia0. The refusal path without
+ * a GPU runs in symmetric.test.ts.
+ */
+import * as fs from "node:fs"
+import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, start } from "@tensorlane/core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { SymWorker } from "./fixtures/symmetricActors.mjs"
+import { take as takeFrom } from "./helpers.ts"
+
+const hasGpu = fs.existsSync("/dev/nvidia0")
+
+describe.skipIf(!hasGpu)("nvshmem on a GPU", () => {
+  let cluster: Cluster
+  let workers: Array<ActorHandle<typeof SymWorker>>
+  const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
+
+  beforeAll(async () => {
+    cluster = await start({ transports: ["@tensorlane/symmetric-mem"] })
+    workers = await cluster.spawn(SymWorker, { count: 2, env: { NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME: "lo" } })
+    await cluster.createCollectiveGroup(workers, { backend: "shm", name: "gpu" })
+  }, 120_000)
+
+  afterAll(() => cluster?.shutdown())
+
+  it("allocates with makeSymmetric, exposes peers' copies, frees collectively", async () => {
+    const shapes = [[3, 3], [2, 3]]
+    const made = await Promise.all(workers.map((w, rank) => take(w.alloc("t", shapes[rank], "float32", { group: "gpu", backend: "nvshmem", makeSymmetric: true }))))
+    made.forEach((m, rank) => expect(m.ok).toMatchObject({ shape: shapes[rank], nbytes: shapes[rank][0] * 12, storageBytes: shapes[rank][0] * 12 }))
+    const own = await take(workers[0].deviceInfo("t"))
+    expect(own.ok).toMatchObject({ device: "cuda:0", shape: [3, 3] })
+    expect(BigInt(own.ok!.address)).not.toBe(0n)
+    const peer = await take(workers[0].deviceInfo("t", 1))
+    expect(peer.ok).toMatchObject({ shape: [2, 3] })
+    const freed = await Promise.all(workers.map((w) => take(w.free(["t"]))))
+    for (const f of freed) expect(f).toEqual({ ok: [false] })
+  })
+})

@@ -1,0 +1,218 @@
+/**
+ * Symmetric memory through the real runtime (seed 002, nvmath-python's allocate_symmetric_memory /
+ * free_symmetric_memory), with the shm backend: actor processes of one shm group allocate together,
+ * sizes are agreed (and refused without makeSymmetric), peers write into each other's copies, frees
+ * are checked for order, views, foreign tensors and double frees, symmetric tensors travel as
+ * method results, and nothing is left in /dev/shm, not even after a rank is killed.
+ */
+import * as fs from "node:fs"
+import { type ActorHandle, type Cluster, type CollectiveGroup, type GetOptions, type ObjectRef, Tensor, start } from "@tensorlane/core"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { SymWorker } from "./fixtures/symmetricActors.mjs"
+import { eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+
+const SYMMETRIC = "@tensorlane/symmetric-mem"
+
+let cluster: Cluster
+let a: ActorHandle<typeof SymWorker>
+let b: ActorHandle<typeof SymWorker>
+let c: ActorHandle<typeof SymWorker>
+let group: CollectiveGroup
+const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
+
+/** Our segments in /dev/shm (the names start so; see src/internal/settings.ts). */
+const shmEntries = (): Array<string> => fs.readdirSync("/dev/shm").filter((n) => n.startsWith("tensorlane-sym-"))
+
+/** Runs the same call on every member at once (collective calls block until all arrive). */
+const onAll = <A>(call: (w: ActorHandle<typeof SymWorker>, rank: number) => ObjectRef<A>): Promise<Array<A>> =>
+  Promise.all([a, b, c].map((w, rank) => take(call(w, rank))))
+
+beforeAll(async () => {
+  cluster = await start({ transports: [SYMMETRIC] })
+  // NVSHMEM's unique-id bootstrap opens sockets: loopback only.
+  ;[a, b, c] = await cluster.spawn(SymWorker, { count: 3, env: { NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME: "lo" } })
+  group = await cluster.createCollectiveGroup([a, b, c], { backend: "shm", name: "sym" })
+}, 60_000)
+
+afterAll(async () => {
+  await group?.destroy()
+  await cluster?.shutdown()
+})
+afterEach(async () => {
+  await expectClean(cluster)
+})
+
+describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
+  it("the heap is mapped by every rank and already unlinked: nothing of it is in /dev/shm", () => {
+    expect(shmEntries()).toEqual([])
+  })
+
+  it("agrees sizes with one gather, and peers read and write each other's copies one-sidedly", async () => {
+    const made = await onAll((w) => w.alloc("x", [3, 3], "float32", { group: "sym" }))
+    for (const m of made) expect(m).toEqual({ ok: { shape: [3, 3], nbytes: 36, storageBytes: 36, symmetric: true } })
+    await onAll((w, rank) => w.fill("x", rank + 1))
+    // Rank 0 reads rank 2's copy in place, then writes into rank 1's copy: rank 1 sees it in its own tensor.
+    const peer = await take(a.readPeer("x", 2))
+    expect(peer.ok?.values).toEqual(new Array(9).fill(3))
+    expect(await take(a.writePeer("x", 1, 42))).toEqual({ ok: undefined })
+    expect((await take(b.read("x"))).values).toEqual(new Array(9).fill(42))
+    expect((await take(c.read("x"))).values).toEqual(new Array(9).fill(3))
+    expect(await onAll((w) => w.free(["x"]))).toEqual([{ ok: [false] }, { ok: [false] }, { ok: [false] }])
+  })
+
+  it("seed 002: makeSymmetric gives every rank a buffer of the largest size and a tensor of exactly its own shape", async () => {
+    const shapes = [[3, 3], [2, 3], [1, 3]]
+    const made = await onAll((w, rank) => w.alloc("m", shapes[rank], "float32", { group: "sym", makeSymmetric: true }))
+    // Padding is never visible: the storage covers the rank's own bytes only.
+    made.forEach((m, rank) => expect(m.ok).toEqual({ shape: shapes[rank], nbytes: shapes[rank][0] * 12, storageBytes: shapes[rank][0] * 12, symmetric: true }))
+    await onAll((w, rank) => w.fill("m", 10 * (rank + 1)))
+    // A peer's copy has that peer's shape.
+    const fromC = await take(c.readPeer("m", 0))
+    expect(fromC.ok).toMatchObject({ shape: [3, 3], values: new Array(9).fill(10) })
+    expect((await take(a.readPeer("m", 1))).ok).toMatchObject({ shape: [2, 3], values: new Array(6).fill(20) })
+    await onAll((w) => w.free(["m"]))
+  })
+
+  it("without makeSymmetric, different sizes fail on every rank with the sizes named", async () => {
+    const shapes = [[3, 3], [2, 3], [3, 3]]
+    const made = await onAll((w, rank) => w.alloc("bad", shapes[rank], "float32", { group: "sym" }))
+    for (const m of made) {
+      expect(m).toMatchObject({ tag: "SymmetricMismatchError", what: "size", message: expect.stringContaining("rank 1: float32 [2, 3] = 24 bytes") })
+      expect(m.message).toContain("makeSymmetric")
+    }
+    // The failed call counted on every rank alike: the next one lines up.
+    const next = await onAll((w) => w.alloc("ok", [4], "int64", { group: "sym" }))
+    for (const m of next) expect(m.ok?.nbytes).toBe(32)
+    await onAll((w) => w.free(["ok"]))
+  })
+
+  it("a local refusal (a bad shape on one rank) fails the call on the others too, instead of leaving them waiting", async () => {
+    const made = await onAll((w, rank) => w.alloc("shape", rank === 2 ? [-1] : [2], "float32", { group: "sym" }))
+    expect(made[2]).toMatchObject({ tag: "ShapeError" })
+    for (const m of made.slice(0, 2)) expect(m).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 2 refused") })
+    const dtypes = await onAll((w, rank) => w.alloc("dtype", [2], rank === 1 ? "float33" : "float32", { group: "sym" }))
+    expect(dtypes[1]).toMatchObject({ tag: "DTypeError" })
+    for (const m of [dtypes[0], dtypes[2]]) expect(m).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 1 refused") })
+  })
+
+  it("free order is checked: ranks that free different allocations all fail, and nothing is freed", async () => {
+    await onAll((w) => w.alloc("p", [8], "float32", { group: "sym" }))
+    await onAll((w) => w.alloc("q", [8], "float32", { group: "sym" }))
+    const swapped = await onAll((w, rank) => w.free(rank === 1 ? ["q", "p"] : ["p", "q"]))
+    for (const f of swapped) expect(f).toMatchObject({ tag: "SymmetricMismatchError", what: "order", message: expect.stringContaining("rank 1: #") })
+    // Still allocated and usable; the right order frees both.
+    expect((await take(b.read("q"))).nbytes).toBe(32)
+    expect(await onAll((w) => w.free(["p", "q"]))).toEqual(Array.from({ length: 3 }, () => ({ ok: [false, false] })))
+  })
+
+  it("a double free, a view, a peer's copy and a foreign tensor fail clearly; a freed tensor cannot be read", async () => {
+    await onAll((w) => w.alloc("d", [2, 2], "float64", { group: "sym" }))
+    expect(await take(a.freeView("d"))).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a view of symmetric allocation") })
+    expect(await take(a.freePeer("d", 1))).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a peer's copy") })
+    expect(await take(a.freeForeign())).toMatchObject({ tag: "SymmetricFreeError", reason: "foreign" })
+    await onAll((w) => w.free(["d"]))
+    expect(await take(a.free(["d"]))).toMatchObject({ tag: "SymmetricFreeError", reason: "double-free" })
+    expect(await take(b.readFreed("d"))).toMatchObject({ tag: "ObjectFreedError", message: expect.stringContaining("freeSymmetric") })
+  })
+
+  it("the Effect face allocates for a scope and frees collectively when it closes; typed failures stay typed", async () => {
+    expect(await onAll((w) => w.effectScoped("sym", [5]))).toEqual(Array.from({ length: 3 }, () => ({ during: true, after: false })))
+    const mismatched = await onAll((w, rank) => w.effectScoped("sym", [5 + rank]))
+    for (const r of mismatched) expect(r).toEqual({ during: "SymmetricMismatchError", after: undefined })
+    expect(await take(a.alloc("nogroup", [2], "float32", {} as never))).toMatchObject({ tag: "UnsupportedOperationError", message: expect.stringContaining("needs { group }") })
+  })
+
+  it("a symmetric tensor collected without freeSymmetric raises a warning naming the allocation", async () => {
+    const warnings = await onAll((w) => w.leak("sym"))
+    for (const w of warnings) {
+      expect(w).toHaveLength(1)
+      expect(w[0]).toMatch(/^SymmetricMemoryWarning: symmetric allocation #\d+ \(int32 \[7, 5\], 140 bytes per rank\) of group "sym" on shm was garbage-collected without freeSymmetric/)
+    }
+  })
+
+  it("symmetric tensors are ordinary tensors: returned by methods over object-store and over shm", async () => {
+    await onAll((w) => w.alloc("r", [4, 2], "int32", { group: "sym" }))
+    await onAll((w, rank) => w.fill("r", rank + 5))
+    const viaStore = b.give("r")
+    expect((await cluster.get(viaStore)) as Tensor).toMatchObject({ shape: [4, 2] })
+    expect(await take(c.sum(viaStore))).toBe(6 * 8)
+    viaStore.release()
+    const viaShm = c.giveShm("r")
+    expect(await take(a.sum(viaShm))).toBe(7 * 8)
+    expect(((await cluster.get(viaShm)) as Tensor).toArray()).toEqual(new Array(8).fill(7))
+    viaShm.release()
+    await onAll((w) => w.free(["r"]))
+  })
+})
+
+describe("GPU backends, as far as a machine without a GPU goes", () => {
+  it("nvshmem: the ranks bootstrap over the group, NVSHMEM's init fails on every rank, and nothing is allocated (no process exits)", async () => {
+    const first = await onAll((w) => w.alloc("g", [16], "float32", { group: "sym", backend: "nvshmem" }))
+    for (const r of first) {
+      expect(r).toMatchObject({ tag: "SymmetricBackendError", reason: "not-initialized", message: expect.stringContaining("nvshmemx_hostlib_init_attr returned") })
+      expect(r.message).toContain("rank 2")
+    }
+    // Remembered: refused at once, on every rank, without another bootstrap.
+    const again = await onAll((w) => w.alloc("g", [16], "float32", { group: "sym", backend: "nvshmem" }))
+    for (const r of again) expect(r).toMatchObject({ tag: "SymmetricBackendError", reason: "not-initialized" })
+    expect(await onAll((w) => w.pid())).toHaveLength(3)
+  })
+
+  it("nccl-window: refused with a typed error that names the package providing it; unknown backends list the known ones", async () => {
+    const r = await take(a.alloc("w", [16], "float32", { group: "sym", backend: "nccl-window" }))
+    expect(r).toMatchObject({ tag: "SymmetricBackendError", reason: "needs-package", message: expect.stringContaining("@tensorlane/transport-nccl") })
+    const u = await take(a.alloc("w", [16], "float32", { group: "sym", backend: "mpi" as never }))
+    expect(u).toMatchObject({ tag: "SymmetricBackendError", reason: "unsupported", message: expect.stringContaining("known: shm, nvshmem, nccl-window") })
+  })
+})
+
+describe("the shm transport", () => {
+  it("moves an ordinary tensor (staged on the producer's heap) to an actor and to the driver", async () => {
+    const ref = a.make(1 << 20, 3)
+    expect(await take(b.numel(ref))).toBe(1 << 18)
+    expect(await take(c.sum(ref))).toBe(3 * (1 << 18))
+    expect(((await cluster.get(ref)) as Tensor).sum()).toBe(3 * (1 << 18))
+    ref.release()
+  })
+
+  it("moves a strided view, and a driver put", async () => {
+    const ref = a.strided()
+    expect(await take(b.values(ref))).toEqual([0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11])
+    ref.release()
+    const put = await cluster.put(Tensor.arange(100, { dtype: "float64" }), { tensorTransport: "shm" })
+    expect(await take(c.sum(put))).toBe(4950)
+    put.release()
+  })
+})
+
+describe("crashes leave nothing behind", () => {
+  it("killed ranks (the heap's creator too) leave nothing in /dev/shm, and their peers' next collective call fails instead of hanging", async () => {
+    const [x, y, z] = await cluster.spawn(SymWorker, { count: 3 })
+    const doomed = await cluster.createCollectiveGroup([x, y, z], { backend: "shm", name: "doomed" })
+    const made = await Promise.all([x, y, z].map((w) => take(w.alloc("k", [1024], "float32", { group: "doomed" }))))
+    for (const m of made) expect(m.ok?.nbytes).toBe(4096)
+    await take(x.fill("k", 1))
+    process.kill(await take(z.pid()), "SIGKILL")
+    expect(shmEntries()).toEqual([])
+    // The survivors still share their heap: rank 1 reads rank 0's copy.
+    expect((await take(y.readPeer("k", 0))).ok?.values).toEqual(new Array(1024).fill(1))
+    const after = await Promise.all([x, y].map((w) => take(w.alloc("k2", [16], "float32", { group: "doomed", timeoutMs: 10_000 }))))
+    for (const r of after) expect(r.tag).toMatch(/ActorDiedError|TimeoutError|MissingGroupError/)
+    // Rank 0 created the segment: killing it leaves nothing either.
+    process.kill(await take(x.pid()), "SIGKILL")
+    expect(shmEntries()).toEqual([])
+    await doomed.destroy().catch(() => undefined)
+    await sleep(100)
+    expect(shmEntries()).toEqual([])
+  })
+
+  it("a group destroyed and created again under the same name gets a fresh heap", async () => {
+    await group.destroy()
+    expect(await take(a.alloc("gone", [2], "float32", { group: "sym" }))).toMatchObject({ tag: expect.stringMatching(/MissingGroupError|SymmetricBackendError/) })
+    group = await cluster.createCollectiveGroup([a, b, c], { backend: "shm", name: "sym" })
+    const made = await onAll((w) => w.alloc("fresh", [2], "float32", { group: "sym" }))
+    for (const m of made) expect(m.ok?.shape).toEqual([2])
+    await onAll((w) => w.free(["fresh"]))
+    expect(await eventually(() => shmEntries(), (e) => e.length === 0)).toEqual([])
+  })
+})
