@@ -75,7 +75,11 @@ export interface GroupSetup {
   /** Actor ids by rank. */
   readonly members: ReadonlyArray<string>
   readonly timeoutMs: number
-  /** Exchanges one blob per rank through tensorlane's control plane (e.g. pair addresses); resolves with all blobs by rank. */
+  /**
+   * Exchanges one blob per rank through tensorlane's control plane (e.g. pair addresses); resolves with
+   * all blobs by rank. One round per creation: a transport that needs to agree again later (once every
+   * rank mapped a segment, say) does so after creation, with `group(name).allGather` in the actors.
+   */
   readonly allGather: (blob: Uint8Array) => Promise<ReadonlyArray<Uint8Array>>
 }
 
