@@ -95,6 +95,21 @@ describe.skipIf(hasGpu)("without a GPU", () => {
   })
 })
 
+describe("the addon's lifetime", () => {
+  it("stays mapped after the only worker that loaded it exits (its communicator threads may outlive the worker)", async () => {
+    const script = `
+      import { Worker } from "node:worker_threads"
+      import * as fs from "node:fs"
+      const worker = new Worker('import("@tensorlane/transport-nccl").then((m) => m.ncclStatus())', { eval: true })
+      await new Promise((resolve, reject) => { worker.on("exit", resolve); worker.on("error", reject) })
+      const mapped = fs.readFileSync("/proc/self/maps", "utf8").includes("tensorlane_nccl.node")
+      console.log(JSON.stringify({ mapped }))
+    `
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { cwd: repo })
+    expect(JSON.parse(stdout)).toEqual({ mapped: true })
+  })
+})
+
 describe("a missing library", () => {
   it("is a NativeLibraryError naming the library, where it looked and how to install it", async () => {
     const script = `
