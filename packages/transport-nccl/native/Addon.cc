@@ -86,10 +86,7 @@ std::vector<DeviceBuffer> toBuffers(const Napi::Value& value) {
 Napi::Object operation(Napi::Env env, const std::shared_ptr<Communicator>& comm, const std::shared_ptr<Settler>& settler) {
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", settler->promise());
-  handle.Set("abort", Napi::Function::New(env, [comm, settler](const Napi::CallbackInfo& info) {
-               comm->requestAbort("aborted by the runtime");
-               settler->unref(info.Env());
-             }));
+  handle.Set("abort", Napi::Function::New(env, [comm](const Napi::CallbackInfo&) { comm->requestAbort("aborted by the runtime"); }));
   return handle;
 }
 

@@ -13,7 +13,7 @@ export interface NativeFailure extends Error {
 /** One operation running on a communicator's native thread. */
 export interface NativeOperation {
   readonly promise: Promise<void>
-  /** Ends the communicator's running wait with ncclCommAbort; the communicator is broken afterwards. */
+  /** Ends the communicator's running wait with ncclCommAbort; `promise` settles once it has; the communicator is broken afterwards. */
   readonly abort: () => void
 }
 

@@ -11,6 +11,8 @@
  *   FAKE_NCCL_HANG=<function>                   ncclCommGetAsyncError reports ncclInProgress for
  *                                               ever after a call of <function> (until abort)
  *   FAKE_NCCL_VERSION=<code>                    what ncclGetVersion reports (default 22809)
+ *   FAKE_NCCL_ABORT_MS=<ms>                     ncclCommAbort takes this long (as NCCL's does while
+ *                                               its kernels and proxy threads stop)
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   char internal[128];
@@ -165,6 +168,8 @@ int ncclCommDestroy(struct ncclComm* comm) {
 }
 
 int ncclCommAbort(struct ncclComm* comm) {
+  const char* slow = getenv("FAKE_NCCL_ABORT_MS");
+  if (slow != NULL) usleep((useconds_t)atoi(slow) * 1000);
   record("ncclCommAbort rank=%d", comm->rank);
   free(comm);
   return ncclSuccess;
