@@ -279,6 +279,7 @@ Napi::Value Communicators(const Napi::CallbackInfo& info) {
   for (size_t i = 0; i < all.size(); i++) {
     const auto& c = all[i];
     Napi::Object o = Napi::Object::New(env);
+    o.Set("id", static_cast<double>(c.id));
     o.Set("group", c.name);
     o.Set("rank", c.rank);
     o.Set("size", c.size);

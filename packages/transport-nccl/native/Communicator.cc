@@ -12,6 +12,7 @@ namespace {
 
 std::mutex gRegistryMutex;
 std::map<std::string, std::shared_ptr<Communicator>> gRegistry;
+std::atomic<uint64_t> gNextId{1};
 
 bool isAccepted(ncclResult_t result) { return result == ncclSuccess || result == ncclInProgress; }
 
@@ -47,7 +48,7 @@ std::vector<CommunicatorInfo> Communicator::list() {
 }
 
 Communicator::Communicator(const std::string& name, int rank, int size, int device)
-    : name_(name), rank_(rank), size_(size), device_(device) {}
+    : id_(gNextId++), name_(name), rank_(rank), size_(size), device_(device) {}
 
 Communicator::~Communicator() = default;
 
@@ -94,7 +95,7 @@ void Communicator::loop() {
 
 CommunicatorInfo Communicator::info() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return CommunicatorInfo{name_, rank_, size_, device_, ready_, broken_, registrations_.size(), windows_.size()};
+  return CommunicatorInfo{id_, name_, rank_, size_, device_, ready_, broken_, registrations_.size(), windows_.size()};
 }
 
 void Communicator::ensureReady(const char* what) {

@@ -33,6 +33,8 @@ struct DeviceBuffer {
 };
 
 struct CommunicatorInfo {
+  /** New for every communicator the process creates: a group created again under the same name gets another. */
+  uint64_t id = 0;
   std::string name;
   int rank = 0;
   int size = 0;
@@ -93,6 +95,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /** Aborts the communicator (NCCL frees its registrations with it) and marks it broken. */
   void breakWith(const std::string& reason);
 
+  const uint64_t id_;
   const std::string name_;
   const int rank_;
   const int size_;

@@ -34,6 +34,8 @@ export interface NativeDevices {
 }
 
 export interface NativeCommunicator {
+  /** New for every communicator of the process: a group destroyed and created again gets another. */
+  readonly id: number
   readonly group: string
   readonly rank: number
   readonly size: number

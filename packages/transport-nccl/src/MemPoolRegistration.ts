@@ -28,8 +28,14 @@ const DEFAULT_TIMEOUT_MS = 60_000
 /** A group name (inside an actor: the actor's membership of it) or a group member. */
 export const resolveGroup = (group: PoolGroup | string): PoolGroup => (typeof group === "string" ? memberOf(group) : group)
 
+interface Bound {
+  readonly loaded: LoadedNccl
+  /** The native id of the group's communicator. */
+  readonly communicator: number
+}
+
 /** The loaded NCCL, checked to hold a communicator for `group` on the pool's device. */
-const communicatorFor = (pool: NcclMemPool, group: PoolGroup): LoadedNccl => {
+const communicatorFor = (pool: NcclMemPool, group: PoolGroup): Bound => {
   const loaded = loadCuda()
   const comm = loaded.addon.communicators().find((c) => c.group === group.name)
   if (comm === undefined) {
@@ -44,7 +50,20 @@ const communicatorFor = (pool: NcclMemPool, group: PoolGroup): LoadedNccl => {
       backend: TRANSPORT,
     })
   }
-  return loaded
+  return { loaded, communicator: comm.id }
+}
+
+/**
+ * Drops the registrations whose communicator is gone (its group destroyed, perhaps created again):
+ * destroying a communicator deregistered them in NCCL, and their handles mean nothing to its successor.
+ */
+export const forgetEndedRegistrations = (pool: NcclMemPool): void => {
+  if (pool.registrations.size === 0) return
+  const live = new Map(loadCuda().addon.communicators().map((c) => [c.group, c.id]))
+  for (const [group, registered] of pool.registrations) {
+    for (const [index, r] of registered) if (r.communicator !== live.get(group)) registered.delete(index)
+    if (registered.size === 0) pool.registrations.delete(group)
+  }
 }
 
 const registrationsOf = (pool: NcclMemPool, group: string): Map<number, SegmentRegistration> => {
@@ -62,7 +81,7 @@ const call = async <A>(loaded: LoadedNccl, pool: NcclMemPool, what: string, run:
   }
 }
 
-const registerStep = (loaded: LoadedNccl, pool: NcclMemPool, group: string, segment: PoolSegment, kind: SegmentRegistration["kind"], timeoutMs: number): Step => {
+const registerStep = ({ loaded, communicator }: Bound, pool: NcclMemPool, group: string, segment: PoolSegment, kind: SegmentRegistration["kind"], timeoutMs: number): Step => {
   const label = `${kind === "window" ? "ncclCommWindowRegister" : "ncclCommRegister"} of segment ${segment.index} (${segment.byteLength} bytes)`
   const registered = registrationsOf(pool, group)
   return {
@@ -73,7 +92,7 @@ const registerStep = (loaded: LoadedNccl, pool: NcclMemPool, group: string, segm
           ? loaded.addon.registerWindow(group, segment.address, segment.byteLength, true, timeoutMs)
           : loaded.addon.register(group, segment.address, segment.byteLength, timeoutMs),
       )
-      registered.set(segment.index, { kind, handle })
+      registered.set(segment.index, { kind, handle, communicator })
     },
     undo: async () => {
       await deregisterOne(loaded, pool, group, segment.index, timeoutMs)
@@ -124,8 +143,9 @@ export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | stri
   const symmetric = options.symmetric ?? pool.symmetric
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const what = `registering pool "${pool.name}" with group "${member.name}" (rank ${member.rank})`
-  const loaded = communicatorFor(pool, member)
-  requireFeature(loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
+  const bound = communicatorFor(pool, member)
+  forgetEndedRegistrations(pool)
+  requireFeature(bound.loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
   const kind = symmetric ? "window" : "buffer"
   const registered = registrationsOf(pool, member.name)
   const other = [...registered.values()].find((r) => r.kind !== kind)
@@ -138,7 +158,7 @@ export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | stri
   }
   const fresh = pool.segments.filter((s) => !registered.has(s.index))
   await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, symmetric, timeoutMs)
-  await runAgreed(member, what, fresh.map((s) => registerStep(loaded, pool, member.name, s, kind, timeoutMs)), timeoutMs)
+  await runAgreed(member, what, fresh.map((s) => registerStep(bound, pool, member.name, s, kind, timeoutMs)), timeoutMs)
 }
 
 /**
@@ -149,7 +169,8 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
   const member = resolveGroup(group)
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const what = `deregistering pool "${pool.name}" from group "${member.name}" (rank ${member.rank})`
-  const loaded = communicatorFor(pool, member)
+  const bound = communicatorFor(pool, member)
+  forgetEndedRegistrations(pool)
   const registered = registrationsOf(pool, member.name)
   const entries = [...registered.entries()].sort(([a], [b]) => b - a)
   const windows = entries.some(([, r]) => r.kind === "window")
@@ -162,8 +183,8 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
     timeoutMs,
   )
   const steps = entries.map(([index, registration]): Step => {
-    const again = registerStep(loaded, pool, member.name, segments.get(index)!, registration.kind, timeoutMs)
-    return { label: `deregistering segment ${index}`, apply: () => deregisterOne(loaded, pool, member.name, index, timeoutMs), undo: again.apply }
+    const again = registerStep(bound, pool, member.name, segments.get(index)!, registration.kind, timeoutMs)
+    return { label: `deregistering segment ${index}`, apply: () => deregisterOne(bound.loaded, pool, member.name, index, timeoutMs), undo: again.apply }
   })
   await runAgreed(member, what, steps, timeoutMs)
   if (registered.size === 0) pool.registrations.delete(member.name)

@@ -20,6 +20,7 @@ import {
   parseDevice,
 } from "@tensorlane/core"
 import { copyStorage, cudaCall } from "./CudaAllocator.js"
+import { forgetEndedRegistrations } from "./MemPoolRegistration.js"
 import { communicatorDevice } from "./NcclTransport.js"
 import { supports } from "./NcclVersion.js"
 import { loadCuda } from "./internal/loadAddon.js"
@@ -53,6 +54,8 @@ export interface PoolSegment {
 export interface SegmentRegistration {
   readonly kind: "buffer" | "window"
   readonly handle: bigint
+  /** The native id of the communicator holding it: destroying the group ends the registration. */
+  readonly communicator: number
 }
 
 interface Block {
@@ -162,6 +165,7 @@ export class NcclMemPool implements MemoryPool {
    */
   destroy(): void {
     if (this.destroyed) return
+    forgetEndedRegistrations(this)
     const registered = [...this.registrations].filter(([, r]) => r.size > 0).map(([g]) => g)
     if (registered.length > 0) {
       throw new UnsupportedOperationError({ message: `pool "${this.name}" is still registered with ${registered.join(", ")}: deregisterMemPool first` })

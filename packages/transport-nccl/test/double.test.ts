@@ -397,6 +397,26 @@ describe("NCCL memory pools", () => {
     expect(readLog(LOG).map((l) => l.split(" ")[0])).toEqual(["ncclCommWindowDeregister", "ncclCommFinalize", "ncclCommDestroy"])
   })
 
+  it("registrations end with their group: the pool can be destroyed, or registered with the group created again", async () => {
+    let [solo] = await createPair("renew", 1)
+    const pool = createNcclMemPool({ segmentBytes: 4096 })
+    const block = pool.allocate(10)
+    await registerMemPool(pool, solo)
+    await nccl.destroyGroup!("renew#0")
+    ;[solo] = await createPair("renew", 1)
+    fs.rmSync(LOG, { force: true })
+    await registerMemPool(pool, solo)
+    expect(registeredPointers(0)).toEqual([hex(pool.segments[0].address)])
+    await deregisterMemPool(pool, solo)
+    expect(calls("ncclCommDeregister", 0)).toHaveLength(1)
+    await registerMemPool(pool, solo)
+    await nccl.destroyGroup!("renew#0")
+    pool.free(block)
+    pool.destroy()
+    expect(pool.registrations.size).toBe(0)
+    expect(calls("ncclMemFree")).toHaveLength(1)
+  })
+
   it("the window API for symmetric-mem: ncclMemAlloc'd storage registered as a window and back", async () => {
     const [solo] = await createPair("win-api", 1)
     const storage = allocateNcclMemory("cuda:0", 8192)
