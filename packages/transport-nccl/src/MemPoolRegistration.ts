@@ -117,13 +117,30 @@ interface Plan {
   readonly op: "register" | "deregister"
   readonly kind: SegmentRegistration["kind"] | "any"
   readonly sizes: ReadonlyArray<number>
+  /** Why this rank refused before any NCCL call (no such communicator, another device, a buffer/window mix, NCCL too old). */
+  readonly refused?: string
 }
 
 const describePlan = (p: Plan): string => `${p.op} ${p.sizes.length} segment(s) [${p.sizes.join(", ")}] as ${p.kind}`
 
-/** Fails on every rank, before any NCCL call, when the ranks plan different things. */
-const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, collective: boolean, timeoutMs: number): Promise<void> => {
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/**
+ * Fails on every rank, before any NCCL call, when a rank refused or the ranks plan different things.
+ * A rank that refused raises its own error; the others an NcclRegistrationError naming it. Every
+ * rank takes part in the same exchange, so the group's exchanges stay in step.
+ */
+const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, refusal: unknown, collective: boolean, timeoutMs: number): Promise<void> => {
   const plans = await gatherJson(group, plan, timeoutMs)
+  const refusedRanks = plans.flatMap((p, rank) => (p.refused === undefined ? [] : [rank]))
+  if (plan.refused !== undefined) throw refusal
+  if (refusedRanks.length > 0) {
+    throw new NcclRegistrationError({
+      message: `${what}: ${refusedRanks.map((r) => `rank ${r} refused (${plans[r].refused})`).join("; ")}; nothing was registered or deregistered`,
+      group: group.name,
+      failedRanks: refusedRanks,
+    })
+  }
   const same = (p: Plan) => p.op === plan.op && p.kind === plan.kind && (!collective || p.sizes.join() === plan.sizes.join())
   if (plans.every(same)) return
   throw new NcclRegistrationError({
@@ -131,6 +148,15 @@ const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, collectiv
     group: group.name,
     failedRanks: [],
   })
+}
+
+/** This rank's preparation, or the error that refused it (to be shared with the other ranks before raising it). */
+const prepare = <A>(op: Plan["op"], make: () => A): { readonly ready: A; readonly plan?: undefined } | { readonly ready?: undefined; readonly plan: Plan; readonly refusal: unknown } => {
+  try {
+    return { ready: make() }
+  } catch (refusal) {
+    return { plan: { op, kind: "any", sizes: [], refused: messageOf(refusal) }, refusal }
+  }
 }
 
 /**
@@ -143,21 +169,25 @@ export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | stri
   const symmetric = options.symmetric ?? pool.symmetric
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const what = `registering pool "${pool.name}" with group "${member.name}" (rank ${member.rank})`
-  const bound = communicatorFor(pool, member)
-  forgetEndedRegistrations(pool)
-  requireFeature(bound.loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
-  const kind = symmetric ? "window" : "buffer"
-  const registered = registrationsOf(pool, member.name)
-  const other = [...registered.values()].find((r) => r.kind !== kind)
-  if (other !== undefined) {
-    throw new NcclRegistrationError({
-      message: `${what}: the pool is registered with this group as ${other.kind}s; deregisterMemPool before registering it as ${kind}s`,
-      group: member.name,
-      failedRanks: [member.rank],
-    })
-  }
-  const fresh = pool.segments.filter((s) => !registered.has(s.index))
-  await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, symmetric, timeoutMs)
+  const local = prepare("register", () => {
+    const bound = communicatorFor(pool, member)
+    forgetEndedRegistrations(pool)
+    requireFeature(bound.loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
+    const kind = symmetric ? "window" : "buffer"
+    const registered = registrationsOf(pool, member.name)
+    const other = [...registered.values()].find((r) => r.kind !== kind)
+    if (other !== undefined) {
+      throw new NcclRegistrationError({
+        message: `${what}: the pool is registered with this group as ${other.kind}s; deregisterMemPool before registering it as ${kind}s`,
+        group: member.name,
+        failedRanks: [member.rank],
+      })
+    }
+    return { bound, kind, fresh: pool.segments.filter((s) => !registered.has(s.index)) } as const
+  })
+  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, symmetric, timeoutMs)
+  const { bound, kind, fresh } = local.ready
+  await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, undefined, symmetric, timeoutMs)
   await runAgreed(member, what, fresh.map((s) => registerStep(bound, pool, member.name, s, kind, timeoutMs)), timeoutMs)
 }
 
@@ -169,9 +199,13 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
   const member = resolveGroup(group)
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const what = `deregistering pool "${pool.name}" from group "${member.name}" (rank ${member.rank})`
-  const bound = communicatorFor(pool, member)
-  forgetEndedRegistrations(pool)
-  const registered = registrationsOf(pool, member.name)
+  const local = prepare("deregister", () => {
+    const bound = communicatorFor(pool, member)
+    forgetEndedRegistrations(pool)
+    return { bound, registered: registrationsOf(pool, member.name) }
+  })
+  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, false, timeoutMs)
+  const { bound, registered } = local.ready
   const entries = [...registered.entries()].sort(([a], [b]) => b - a)
   const windows = entries.some(([, r]) => r.kind === "window")
   const segments = new Map(pool.segments.map((s) => [s.index, s]))
@@ -179,6 +213,7 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
     member,
     what,
     { op: "deregister", kind: windows ? "window" : "any", sizes: entries.map(([i]) => segments.get(i)!.byteLength) },
+    undefined,
     windows,
     timeoutMs,
   )

@@ -304,6 +304,26 @@ describe("NCCL memory pools", () => {
     await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, dp[rank])))
   })
 
+  it("a rank-local refusal (another device, buffers vs windows) fails every rank in the same round, rounds kept in step", async () => {
+    for (const pool of pools) pool.allocate(4096)
+    const elsewhere = createNcclMemPool({ device: "cuda:1", segmentBytes: 4096 })
+    const [onOne, onZero] = await Promise.allSettled([registerMemPool(pools[0], dp[0]), registerMemPool(elsewhere, dp[1])])
+    expect((onZero as PromiseRejectedResult).reason).toMatchObject({ _tag: "MissingGroupError", message: expect.stringMatching(/cuda:1/) })
+    expect((onOne as PromiseRejectedResult).reason).toMatchObject({
+      _tag: "NcclRegistrationError",
+      failedRanks: [1],
+      message: expect.stringMatching(/rank 1 refused \(.*cuda:1.*\); nothing was registered/),
+    })
+    await Promise.all(pools.map((pool, rank) => registerMemPool(pool, dp[rank])))
+    const [asWindows, asBuffers] = await Promise.allSettled([registerMemPool(pools[0], dp[0], { symmetric: true }), registerMemPool(pools[1], dp[1])])
+    expect((asWindows as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", message: expect.stringMatching(/as buffers; deregisterMemPool/) })
+    expect((asBuffers as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", failedRanks: [0] })
+    expect(calls("ncclCommWindowRegister")).toEqual([])
+    // Still in step: the next collective call pairs up on both ranks.
+    await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, dp[rank])))
+    expect(calls("ncclCommDeregister")).toHaveLength(2)
+  })
+
   it("symmetric registration (windows) needs every rank to plan the same segments, else nothing happens", async () => {
     pools[0].allocate(4096)
     pools[0].allocate(4096)
@@ -321,7 +341,8 @@ describe("NCCL memory pools", () => {
     await Promise.all(pools.map((pool, rank) => registerMemPool(pool, tp[rank], { symmetric: true })))
     expect(calls("ncclCommWindowRegister", 0).map((l) => field(l, "flags"))).toEqual(["1"])
     expect(calls("ncclCommRegister")).toEqual([])
-    await expect(registerMemPool(pools[0], tp[0], { symmetric: false })).rejects.toMatchObject({ _tag: "NcclRegistrationError" })
+    const mixed = await Promise.allSettled(pools.map((pool, rank) => registerMemPool(pool, tp[rank], { symmetric: false })))
+    for (const r of mixed) expect((r as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", message: expect.stringMatching(/as windows/) })
     await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, tp[rank])))
     expect(calls("ncclCommWindowDeregister", 0)).toHaveLength(1)
   })
