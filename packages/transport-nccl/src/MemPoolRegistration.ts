@@ -9,7 +9,7 @@
 import { MissingGroupError, group as memberOf } from "@tensorlane/core"
 import { NcclRegistrationError } from "./Errors.js"
 import type { NcclMemPool, PoolSegment, SegmentRegistration } from "./NcclMemPool.js"
-import { requireFeature } from "./NcclVersion.js"
+import { requireFeature, supports } from "./NcclVersion.js"
 import { type PoolGroup, type Step, gatherJson, runAgreed } from "./internal/agreement.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
@@ -17,7 +17,12 @@ import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
 export type { PoolGroup }
 
 export interface RegistrationOptions {
-  /** Register as NCCL windows (symmetric memory) rather than buffers. Default: the pool's `symmetric`. */
+  /**
+   * Register as NCCL windows (symmetric memory) rather than buffers. Default: the pool's `symmetric`,
+   * else Megatron's default (symmetric=True): windows, or buffers when the loaded NCCL is older than
+   * 2.27.3 (as Megatron falls back when symmetric registration is unavailable). Asking for windows
+   * explicitly on such an NCCL is an NcclVersionError.
+   */
   readonly symmetric?: boolean
   /** Limit of each NCCL call and of each exchange between the ranks. Default 60 s. */
   readonly timeoutMs?: number
@@ -130,7 +135,7 @@ const messageOf = (error: unknown): string => (error instanceof Error ? error.me
  * A rank that refused raises its own error; the others an NcclRegistrationError naming it. Every
  * rank takes part in the same exchange, so the group's exchanges stay in step.
  */
-const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, refusal: unknown, collective: boolean, timeoutMs: number): Promise<void> => {
+const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, refusal: unknown, timeoutMs: number): Promise<void> => {
   const plans = await gatherJson(group, plan, timeoutMs)
   const refusedRanks = plans.flatMap((p, rank) => (p.refused === undefined ? [] : [rank]))
   if (plan.refused !== undefined) throw refusal
@@ -141,7 +146,8 @@ const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, refusal: 
       failedRanks: refusedRanks,
     })
   }
-  const same = (p: Plan) => p.op === plan.op && p.kind === plan.kind && (!collective || p.sizes.join() === plan.sizes.join())
+  // Windows are collective: every rank must (de)register the same sizes in the same order.
+  const same = (p: Plan) => p.op === plan.op && p.kind === plan.kind && (plan.kind !== "window" || p.sizes.join() === plan.sizes.join())
   if (plans.every(same)) return
   throw new NcclRegistrationError({
     message: `${what}: the ranks disagree (${plans.map((p, r) => `rank ${r}: ${describePlan(p)}`).join("; ")}); nothing was registered or deregistered`,
@@ -166,12 +172,12 @@ const prepare = <A>(op: Plan["op"], make: () => A): { readonly ready: A; readonl
  */
 export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | string, options: RegistrationOptions = {}): Promise<void> => {
   const member = resolveGroup(group)
-  const symmetric = options.symmetric ?? pool.symmetric
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const what = `registering pool "${pool.name}" with group "${member.name}" (rank ${member.rank})`
   const local = prepare("register", () => {
     const bound = communicatorFor(pool, member)
     forgetEndedRegistrations(pool)
+    const symmetric = options.symmetric ?? pool.symmetric ?? supports(bound.loaded.version, "windows")
     requireFeature(bound.loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
     const kind = symmetric ? "window" : "buffer"
     const registered = registrationsOf(pool, member.name)
@@ -185,9 +191,9 @@ export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | stri
     }
     return { bound, kind, fresh: pool.segments.filter((s) => !registered.has(s.index)) } as const
   })
-  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, symmetric, timeoutMs)
+  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, timeoutMs)
   const { bound, kind, fresh } = local.ready
-  await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, undefined, symmetric, timeoutMs)
+  await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, undefined, timeoutMs)
   await runAgreed(member, what, fresh.map((s) => registerStep(bound, pool, member.name, s, kind, timeoutMs)), timeoutMs)
 }
 
@@ -204,7 +210,7 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
     forgetEndedRegistrations(pool)
     return { bound, registered: registrationsOf(pool, member.name) }
   })
-  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, false, timeoutMs)
+  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, timeoutMs)
   const { bound, registered } = local.ready
   const entries = [...registered.entries()].sort(([a], [b]) => b - a)
   const windows = entries.some(([, r]) => r.kind === "window")
@@ -214,7 +220,6 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
     what,
     { op: "deregister", kind: windows ? "window" : "any", sizes: entries.map(([i]) => segments.get(i)!.byteLength) },
     undefined,
-    windows,
     timeoutMs,
   )
   const steps = entries.map(([index, registration]): Step => {

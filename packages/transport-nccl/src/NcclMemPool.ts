@@ -34,7 +34,10 @@ const BLOCK_ALIGNMENT = 256
 export interface NcclMemPoolOptions {
   /** Default: the device of this process's communicators ($TENSORLANE_NCCL_DEVICE, else cuda:0). */
   readonly device?: Device
-  /** How registerMemPool and the scopes register this pool unless told: NCCL windows (true) or buffers. Default false. */
+  /**
+   * How registerMemPool and the scopes register this pool unless told: NCCL windows (true) or
+   * buffers (false). Unset: Megatron's default, windows, or buffers when the loaded NCCL has none.
+   */
   readonly symmetric?: boolean
   /** Smallest segment; larger requests get a segment of their own, rounded up to it. */
   readonly segmentBytes?: number
@@ -94,7 +97,7 @@ class PoolBlockStorage implements Storage {
 export class NcclMemPool implements MemoryPool {
   readonly name: string
   readonly device: Device
-  readonly symmetric: boolean
+  readonly symmetric: boolean | undefined
   readonly region = undefined
   readonly segmentBytes: number
   readonly maxBytes: number
@@ -109,7 +112,7 @@ export class NcclMemPool implements MemoryPool {
     this.device = parseDevice(options.device ?? communicatorDevice())
     if (!isCuda(this.device)) throw new DeviceError({ message: `an NCCL memory pool holds CUDA memory, not ${this.device}`, device: this.device })
     this.name = options.name ?? `nccl-pool:${this.device}`
-    this.symmetric = options.symmetric ?? false
+    this.symmetric = options.symmetric
     this.segmentBytes = options.segmentBytes ?? DEFAULT_SEGMENT_BYTES
     this.maxBytes = options.maxBytes ?? Infinity
     if (!Number.isSafeInteger(this.segmentBytes) || this.segmentBytes < BLOCK_ALIGNMENT) {

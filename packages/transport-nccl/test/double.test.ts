@@ -6,9 +6,11 @@
  * between GPUs (the *.gpu.test.ts files do that on real GPUs). Two ranks live in this one process:
  * their groups are named "<group>#<rank>" and exchange blobs in memory.
  */
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import { Tensor } from "@tensorlane/core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import {
@@ -220,7 +222,7 @@ describe("NCCL memory pools", () => {
     tp = await createPair("tp")
   })
   beforeEach(() => {
-    pools = [0, 1].map((rank) => createNcclMemPool({ segmentBytes: 4096, name: `pool-${rank}` }))
+    pools = [0, 1].map((rank) => createNcclMemPool({ segmentBytes: 4096, name: `pool-${rank}`, symmetric: false }))
   })
   afterAll(async () => {
     for (const name of ["dp#0", "dp#1", "tp#0", "tp#1"]) await nccl.destroyGroup!(name)
@@ -388,6 +390,49 @@ describe("NCCL memory pools", () => {
     await Promise.all(pools.flatMap((pool, rank) => [deregisterMemPool(pool, dp[rank]), deregisterMemPool(pool, tp[rank])]))
   })
 
+  it("by default pools register as windows (Megatron's symmetric=True), through registerMemPool and the scopes", async () => {
+    const megatron = [0, 1].map((rank) => createNcclMemPool({ segmentBytes: 4096, name: `megatron-${rank}` }))
+    expect(megatron[0].symmetric).toBeUndefined()
+    await Promise.all(
+      megatron.map(async (pool, rank) => {
+        await using mem = await multiGroupMemPool(pool, [tp[rank]])
+        mem.run(() => Tensor.zeros([16], { device: "cuda:0" }))
+      }),
+    )
+    await Promise.all(
+      megatron.map(async (pool, rank) => {
+        await using mem = await ncclMem(pool, { group: tp[rank] })
+        mem.run(() => Tensor.zeros([4096], { device: "cuda:0" }))
+      }),
+    )
+    for (const pool of megatron) pool.allocate(4096)
+    await Promise.all(megatron.map((pool, rank) => registerMemPool(pool, tp[rank])))
+    expect(calls("ncclCommWindowRegister", 0).map((l) => field(l, "flags"))).toEqual(["1", "1", "1"])
+    expect(calls("ncclCommRegister")).toEqual([])
+    await Promise.all(megatron.map((pool, rank) => deregisterMemPool(pool, tp[rank])))
+  })
+
+  it("with an NCCL older than 2.27.3 the default falls back to buffers; asking for windows is an NcclVersionError", async () => {
+    const script = `
+      import { createNcclMemPool, nccl, registerMemPool, ncclStatus } from "@tensorlane/transport-nccl"
+      await nccl.createGroup({ name: "old", rank: 0, worldSize: 1, members: [], timeoutMs: 10000, allGather: async (b) => [b] })
+      const member = { name: "old", rank: 0, worldSize: 1, allGather: async (b) => [b] }
+      const pool = createNcclMemPool({ segmentBytes: 4096 })
+      pool.allocate(10)
+      await registerMemPool(pool, member)
+      const kinds = [...pool.registrations.get("old").values()].map((r) => r.kind)
+      const windows = await registerMemPool(createNcclMemPool({ symmetric: true }), member).catch((e) => e._tag)
+      console.log(JSON.stringify({ version: ncclStatus().version, kinds, windows }))
+      process.exit(0)
+    `
+    const repo = new URL("../../..", import.meta.url).pathname
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: repo,
+      env: { ...process.env, FAKE_NCCL_VERSION: "22702", FAKE_NCCL_LOG: "" },
+    })
+    expect(JSON.parse(stdout)).toEqual({ version: "2.27.2", kinds: ["buffer"], windows: "NcclVersionError" })
+  })
+
   it("a disabled scope and memPoolWithoutRegistration register nothing", async () => {
     {
       await using off = await ncclMem(pools[0], { group: dp[0], enabled: false })
@@ -420,7 +465,7 @@ describe("NCCL memory pools", () => {
 
   it("registrations end with their group: the pool can be destroyed, or registered with the group created again", async () => {
     let [solo] = await createPair("renew", 1)
-    const pool = createNcclMemPool({ segmentBytes: 4096 })
+    const pool = createNcclMemPool({ segmentBytes: 4096, symmetric: false })
     const block = pool.allocate(10)
     await registerMemPool(pool, solo)
     await nccl.destroyGroup!("renew#0")
