@@ -24,7 +24,7 @@ describe.skipIf(hasGpu)("NCCL examples without a GPU", () => {
       (error: { code: number; stderr: string }) => error,
     )
     expect(failure?.code).toBe(1)
-    expect(failure?.stderr).toMatch(/^NoCudaDeviceError: creating nccl group "[^"]+" \(rank \d of 2\): no NVIDIA driver is installed/m)
+    expect(failure?.stderr).toMatch(/^NoCudaDeviceError: creating nccl group "[^"]+" \(rank \d of 2\): ncclCommInitRankConfig .* failed: ncclUnhandledCudaError: .*; no NVIDIA driver is installed/m)
   })
 })
 
