@@ -371,6 +371,23 @@ describe("NCCL memory pools", () => {
     await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, dp[rank])))
   })
 
+  it("reregister mode: when deregistering a later group fails, the earlier groups are registered again", async () => {
+    for (const pool of pools) pool.allocate(4096)
+    await Promise.all(pools.flatMap((pool, rank) => [registerMemPool(pool, dp[rank]), registerMemPool(pool, tp[rank])]))
+    fs.rmSync(LOG, { force: true })
+    // dp (first in canonical order) deregisters on both ranks; tp fails on rank 1.
+    process.env.FAKE_NCCL_FAIL = "ncclCommDeregister:1:1"
+    const results = await Promise.allSettled(pools.map((pool, rank) => multiGroupMemPool(pool, [tp[rank], dp[rank]], { mode: "reregister" })))
+    delete process.env.FAKE_NCCL_FAIL
+    for (const r of results) expect((r as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", group: expect.stringMatching(/^tp#/), failedRanks: [1] })
+    for (const rank of [0, 1]) {
+      expect([...pools[rank].registrations.keys()].sort()).toEqual([`dp#${rank}`, `tp#${rank}`])
+      expect(ncclStatus().communicators.find((c) => c.group === `dp#${rank}`)?.registrations).toBe(1)
+    }
+    expect(registeredPointers(0)).toEqual([hex(pools[0].segments[0].address), hex(pools[0].segments[0].address)])
+    await Promise.all(pools.flatMap((pool, rank) => [deregisterMemPool(pool, dp[rank]), deregisterMemPool(pool, tp[rank])]))
+  })
+
   it("multiGroupMemPool registers with every group in one canonical order, whatever order each rank gives", async () => {
     const orders = [
       [tp[0], dp[0]],
