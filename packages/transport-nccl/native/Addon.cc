@@ -272,6 +272,18 @@ Napi::Value DestroyCommunicator(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value AbortCommunicator(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    auto comm = Communicator::find(toString(info[0], "group"));
+    const std::string reason = toString(info[1], "reason");
+    return postTo(info.Env(), comm, [comm, reason]() -> std::optional<uint64_t> {
+             comm->abort(reason);
+             return std::nullopt;
+           })
+        ->promise();
+  });
+}
+
 Napi::Value Communicators(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const auto all = Communicator::list();
@@ -424,6 +436,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("copyOnDevice", Napi::Function::New(env, CopyOnDevice));
   exports.Set("createCommunicator", Napi::Function::New(env, CreateCommunicator));
   exports.Set("destroyCommunicator", Napi::Function::New(env, DestroyCommunicator));
+  exports.Set("abortCommunicator", Napi::Function::New(env, AbortCommunicator));
   exports.Set("communicators", Napi::Function::New(env, Communicators));
   exports.Set("transfer", Napi::Function::New(env, Transfer));
   exports.Set("allReduce", Napi::Function::New(env, AllReduce));

@@ -304,6 +304,8 @@ void Communicator::deregisterWindow(uintptr_t handle, std::chrono::milliseconds 
   windows_.erase(handle);
 }
 
+void Communicator::abort(const std::string& reason) { breakWith(reason); }
+
 void Communicator::destroy(std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> lock(gRegistryMutex);

@@ -73,6 +73,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void deregisterBuffer(uintptr_t handle, std::chrono::milliseconds timeout);
   uintptr_t registerWindow(uintptr_t address, size_t bytes, int flags, std::chrono::milliseconds timeout);
   void deregisterWindow(uintptr_t handle, std::chrono::milliseconds timeout);
+  /** ncclCommAbort now (NCCL frees the registrations and windows with it); the communicator is broken for `reason`. */
+  void abort(const std::string& reason);
   /**
    * Unregisters from the process-wide table, deregisters leftover windows (with the window API)
    * and buffers, then finalizes and destroys the communicator (or aborts it when that fails or it

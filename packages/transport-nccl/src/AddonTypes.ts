@@ -65,6 +65,8 @@ export interface NcclAddon {
   readonly createCommunicator: (group: string, rank: number, size: number, device: number, uniqueId: Uint8Array, timeoutMs: number) => NativeOperation
   /** Deregisters leftover windows and buffers, finalizes and destroys (aborts on failure). */
   readonly destroyCommunicator: (group: string, timeoutMs: number) => Promise<void>
+  /** ncclCommAbort on the communicator's thread, after the work posted before; it is broken for `reason` afterwards. */
+  readonly abortCommunicator: (group: string, reason: string) => Promise<void>
   readonly communicators: () => ReadonlyArray<NativeCommunicator>
   /** Every buffer to (or from) `peer` inside one ncclGroupStart/ncclGroupEnd. */
   readonly transfer: (group: string, peer: number, send: boolean, buffers: ReadonlyArray<NativeBuffer>, timeoutMs: number) => NativeOperation

@@ -10,7 +10,7 @@ import { MissingGroupError, group as memberOf } from "@tensorlane/core"
 import { NcclRegistrationError } from "./Errors.js"
 import type { NcclMemPool, PoolSegment, SegmentRegistration } from "./NcclMemPool.js"
 import { requireFeature, supports } from "./NcclVersion.js"
-import { type PoolGroup, type Step, gatherJson, runAgreed } from "./internal/agreement.js"
+import { type Collective, type PoolGroup, type Step, gatherJson, messageOf, runAgreed, runLockstep } from "./internal/agreement.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
 
@@ -71,6 +71,22 @@ export const forgetEndedRegistrations = (pool: NcclMemPool): void => {
   }
 }
 
+/** Applies the steps on every rank, all or nothing; windows in lockstep, since their calls are collective. */
+const apply = (bound: Bound, pool: NcclMemPool, group: PoolGroup, what: string, steps: ReadonlyArray<Step>, windows: boolean, timeoutMs: number): Promise<void> => {
+  if (!windows) return runAgreed(group, what, steps, timeoutMs)
+  const collective: Collective = {
+    broken: () => {
+      const comm = bound.loaded.addon.communicators().find((c) => c.id === bound.communicator)
+      return comm === undefined ? "destroyed" : comm.broken
+    },
+    abort: async (reason) => {
+      await bound.loaded.addon.abortCommunicator(group.name, reason)
+      pool.registrations.delete(group.name)
+    },
+  }
+  return runLockstep(group, what, steps, timeoutMs, collective)
+}
+
 const registrationsOf = (pool: NcclMemPool, group: string): Map<number, SegmentRegistration> => {
   let map = pool.registrations.get(group)
   if (map === undefined) pool.registrations.set(group, (map = new Map()))
@@ -127,8 +143,6 @@ interface Plan {
 }
 
 const describePlan = (p: Plan): string => `${p.op} ${p.sizes.length} segment(s) [${p.sizes.join(", ")}] as ${p.kind}`
-
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /**
  * Fails on every rank, before any NCCL call, when a rank refused or the ranks plan different things.
@@ -194,7 +208,8 @@ export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | stri
   if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, timeoutMs)
   const { bound, kind, fresh } = local.ready
   await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, undefined, timeoutMs)
-  await runAgreed(member, what, fresh.map((s) => registerStep(bound, pool, member.name, s, kind, timeoutMs)), timeoutMs)
+  const steps = fresh.map((s) => registerStep(bound, pool, member.name, s, kind, timeoutMs))
+  await apply(bound, pool, member, what, steps, kind === "window", timeoutMs)
 }
 
 /**
@@ -226,6 +241,6 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
     const again = registerStep(bound, pool, member.name, segments.get(index)!, registration.kind, timeoutMs)
     return { label: `deregistering segment ${index}`, apply: () => deregisterOne(bound.loaded, pool, member.name, index, timeoutMs), undo: again.apply }
   })
-  await runAgreed(member, what, steps, timeoutMs)
+  await apply(bound, pool, member, what, steps, windows, timeoutMs)
   if (registered.size === 0) pool.registrations.delete(member.name)
 }

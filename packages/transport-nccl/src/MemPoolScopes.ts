@@ -25,6 +25,7 @@ import { type Allocator, withAllocator } from "@tensorlane/core"
 import { NcclRegistrationError } from "./Errors.js"
 import { type PoolGroup, type RegistrationOptions, deregisterMemPool, registerMemPool, resolveGroup } from "./MemPoolRegistration.js"
 import type { NcclMemPool } from "./NcclMemPool.js"
+import { messageOf } from "./internal/agreement.js"
 
 export type RegistrationMode = "new-segments" | "reregister"
 
@@ -79,12 +80,12 @@ const deregisterAll = async (pool: NcclMemPool, groups: ReadonlyArray<PoolGroup>
     for (const g of done.reverse()) {
       const kind = kinds.get(g.name)
       await registerMemPool(pool, g, { ...options, symmetric: kind === undefined ? options.symmetric : kind === "window" }).catch((undo: unknown) => {
-        undoFailures.push(`registering "${g.name}" again: ${undo instanceof Error ? undo.message : String(undo)}`)
+        undoFailures.push(`registering "${g.name}" again: ${messageOf(undo)}`)
       })
     }
     if (undoFailures.length === 0) throw error
     throw new NcclRegistrationError({
-      message: `${error instanceof Error ? error.message : String(error)}; and ${undoFailures.join("; ")}`,
+      message: `${messageOf(error)}; and ${undoFailures.join("; ")}`,
       group: failed.name,
       failedRanks: error instanceof NcclRegistrationError ? error.failedRanks : [failed.rank],
     })

@@ -338,6 +338,56 @@ describe("NCCL memory pools", () => {
     expect(calls("ncclCommWindowRegister")).toEqual([])
   })
 
+  it("windows register in lockstep: a rank failing one aborts every rank's communicator, never a rollback peers cannot join", async () => {
+    const wf = await createPair("wfail")
+    const symmetric = [0, 1].map(() => createNcclMemPool({ segmentBytes: 4096, symmetric: true }))
+    for (const pool of symmetric) {
+      pool.allocate(4096)
+      pool.allocate(4096)
+    }
+    process.env.FAKE_NCCL_FAIL = "ncclCommWindowRegister:1:1"
+    const results = await Promise.allSettled(symmetric.map((pool, rank) => registerMemPool(pool, wf[rank], { timeoutMs: 300 })))
+    for (const r of results) {
+      expect((r as PromiseRejectedResult).reason).toMatchObject({
+        _tag: "NcclRegistrationError",
+        failedRanks: [0, 1],
+        message: expect.stringMatching(/ncclCommWindowRegister of segment 1.*injected.*aborted its communicator.*destroy the group and create it again/),
+      })
+    }
+    // Rank 0 waited in segment 1's collective call until its limit; nobody then deregistered segment 0 alone.
+    expect(calls("ncclCommWindowRegister", 0)).toHaveLength(2)
+    expect(calls("ncclCommWindowDeregister")).toEqual([])
+    const broken = (rank: number) => ncclStatus().communicators.find((c) => c.group === `wfail#${rank}`)?.broken
+    expect(broken(0)).toMatch(/ncclCommWindowRegister in group "wfail#0" timed out/)
+    expect(broken(1)).toMatch(/failed on rank 0 .* rank 1/)
+    for (const rank of [0, 1]) {
+      expect(symmetric[rank].registrations.size).toBe(0)
+      await nccl.destroyGroup!(`wfail#${rank}`)
+    }
+  })
+
+  it("windows register in lockstep: when every rank's NCCL refuses the same segment, all undo together and stay usable", async () => {
+    const symmetric = [0, 1].map(() => createNcclMemPool({ segmentBytes: 4096, symmetric: true }))
+    for (const pool of symmetric) {
+      pool.allocate(4096)
+      pool.allocate(4096)
+    }
+    // Both ranks' segment 0 succeed (two calls), then both ranks' segment 1 is refused.
+    process.env.FAKE_NCCL_FAIL = "ncclCommWindowRegister:-1:2"
+    const results = await Promise.allSettled(symmetric.map((pool, rank) => registerMemPool(pool, tp[rank], { timeoutMs: 2000 })))
+    delete process.env.FAKE_NCCL_FAIL
+    for (const r of results) {
+      expect((r as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", failedRanks: [0, 1], message: expect.stringMatching(/every rank rolled back/) })
+    }
+    for (const rank of [0, 1]) {
+      expect(calls("ncclCommWindowDeregister", rank)).toHaveLength(1)
+      expect(ncclStatus().communicators.find((c) => c.group === `tp#${rank}`)).toMatchObject({ broken: undefined, windows: 0 })
+    }
+    await Promise.all(symmetric.map((pool, rank) => registerMemPool(pool, tp[rank])))
+    await Promise.all(symmetric.map((pool, rank) => deregisterMemPool(pool, tp[rank])))
+    expect(calls("ncclCommWindowRegister").filter((l) => !l.endsWith("failed"))).toHaveLength(6)
+  })
+
   it("windows are registered with the window API and deregistered with it", async () => {
     for (const pool of pools) pool.allocate(4096)
     await Promise.all(pools.map((pool, rank) => registerMemPool(pool, tp[rank], { symmetric: true })))

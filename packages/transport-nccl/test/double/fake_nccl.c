@@ -3,6 +3,9 @@
  * through TENSORLANE_NCCL_LIBRARY, it exports the symbols the addon dlopens and records every call
  * in the file named by $FAKE_NCCL_LOG, one line each, so that tests can check what the transport
  * and the pools asked of NCCL (order, sizes, handles) on a machine without a GPU. It moves no data.
+ * Window registration and deregistration are collective, as in NCCL: a communicator's call completes
+ * (ncclCommGetAsyncError stops reporting ncclInProgress) only once every rank of the communicator
+ * made its call of the same turn; a rank that fails its call never arrives, and the others wait.
  *
  * Failure injection (read at each call, so tests can change it between calls):
  *   FAKE_NCCL_FAIL=<function>:<rank>:<after>   the call of <function> on <rank> (-1: any rank)
@@ -34,9 +37,12 @@ typedef struct {
 } fakeConfig;
 
 struct ncclComm {
+  char id[128];
   int rank;
   int nranks;
   int serial;
+  int collectives; /* window calls this rank made so far */
+  int waiting;     /* turn of the collective this rank waits for the others in, or 0 */
   int pending; /* ncclCommGetAsyncError reports ncclInProgress this many more times */
   int hung;
   int aborted;
@@ -86,6 +92,42 @@ static int injected(const char* fn, int rank) {
   return fail;
 }
 
+/* Arrivals per (unique id, turn) of the collective window calls. */
+#define MAX_TURNS 4096
+static struct {
+  char id[128];
+  int turn;
+  int arrived;
+} turns[MAX_TURNS];
+static int turnCount = 0;
+
+static int* arrivals(const char* id, int turn) {
+  for (int i = 0; i < turnCount; i++) {
+    if (turns[i].turn == turn && strcmp(turns[i].id, id) == 0) return &turns[i].arrived;
+  }
+  if (turnCount == MAX_TURNS) abort();
+  snprintf(turns[turnCount].id, sizeof(turns[turnCount].id), "%s", id);
+  turns[turnCount].turn = turn;
+  return &turns[turnCount++].arrived;
+}
+
+static void arrive(struct ncclComm* comm) {
+  pthread_mutex_lock(&lock);
+  comm->waiting = ++comm->collectives;
+  (*arrivals(comm->id, comm->waiting))++;
+  pthread_mutex_unlock(&lock);
+}
+
+/* 1 while this rank waits in a collective call for the other ranks. */
+static int waitingForPeers(struct ncclComm* comm) {
+  if (comm->waiting == 0) return 0;
+  pthread_mutex_lock(&lock);
+  int all = *arrivals(comm->id, comm->waiting) >= comm->nranks;
+  pthread_mutex_unlock(&lock);
+  if (all) comm->waiting = 0;
+  return !all;
+}
+
 static void maybeHang(struct ncclComm* comm, const char* fn) {
   const char* hang = getenv("FAKE_NCCL_HANG");
   if (hang != NULL && strcmp(hang, fn) == 0) comm->hung = 1;
@@ -128,6 +170,7 @@ int ncclCommInitRankConfig(struct ncclComm** out, int nranks, ncclUniqueId id, i
   record("ncclCommInitRankConfig rank=%d nranks=%d id=%s blocking=%d", rank, nranks, id.internal, config->blocking);
   if (injected("ncclCommInitRankConfig", rank)) return ncclSystemError;
   struct ncclComm* comm = calloc(1, sizeof(*comm));
+  memcpy(comm->id, id.internal, sizeof(comm->id));
   comm->rank = rank;
   comm->nranks = nranks;
   pthread_mutex_lock(&lock);
@@ -151,7 +194,7 @@ int ncclCommGetAsyncError(struct ncclComm* comm, int* state) {
     *state = ncclInProgress;
     return ncclSuccess;
   }
-  *state = ncclSuccess;
+  *state = waitingForPeers(comm) ? ncclInProgress : ncclSuccess;
   return ncclSuccess;
 }
 
@@ -239,12 +282,14 @@ int ncclCommWindowRegister(struct ncclComm* comm, void* buff, size_t size, void*
   }
   *window = malloc(1);
   record("ncclCommWindowRegister rank=%d ptr=%p size=%zu window=%p flags=%d", comm->rank, buff, size, *window, flags);
+  arrive(comm);
   return ncclSuccess;
 }
 
 int ncclCommWindowDeregister(struct ncclComm* comm, void* window) {
   record("ncclCommWindowDeregister rank=%d window=%p", comm->rank, window);
   free(window);
+  arrive(comm);
   return ncclSuccess;
 }
 
