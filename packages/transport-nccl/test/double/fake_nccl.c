@@ -6,6 +6,8 @@
  * Window registration and deregistration are collective, as in NCCL: a communicator's call completes
  * (ncclCommGetAsyncError stops reporting ncclInProgress) only once every rank of the communicator
  * made its call of the same turn; a rank that fails its call never arrives, and the others wait.
+ * Ranks may live in several processes: each arrival appends a byte to a file named by the unique id
+ * and the turn, under $TMPDIR/tensorlane-fake-nccl-turns (unique ids name the process and the time).
  *
  * Failure injection (read at each call, so tests can change it between calls):
  *   FAKE_NCCL_FAIL=<function>:<rank>:<after>   the call of <function> on <rank> (-1: any rank)
@@ -17,12 +19,15 @@
  *   FAKE_NCCL_ABORT_MS=<ms>                     ncclCommAbort takes this long (as NCCL's does while
  *                                               its kernels and proxy threads stop)
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -92,40 +97,33 @@ static int injected(const char* fn, int rank) {
   return fail;
 }
 
-/* Arrivals per (unique id, turn) of the collective window calls. */
-#define MAX_TURNS 4096
-static struct {
-  char id[128];
-  int turn;
-  int arrived;
-} turns[MAX_TURNS];
-static int turnCount = 0;
-
-static int* arrivals(const char* id, int turn) {
-  for (int i = 0; i < turnCount; i++) {
-    if (turns[i].turn == turn && strcmp(turns[i].id, id) == 0) return &turns[i].arrived;
-  }
-  if (turnCount == MAX_TURNS) abort();
-  snprintf(turns[turnCount].id, sizeof(turns[turnCount].id), "%s", id);
-  turns[turnCount].turn = turn;
-  return &turns[turnCount++].arrived;
+/* The file counting arrivals at one turn of one communicator's collective window calls. */
+static void turnPath(const struct ncclComm* comm, int turn, char* path, size_t size) {
+  const char* tmp = getenv("TMPDIR");
+  char dir[512];
+  snprintf(dir, sizeof(dir), "%s/tensorlane-fake-nccl-turns", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  mkdir(dir, 0700);
+  snprintf(path, size, "%s/%s-%d", dir, comm->id, turn);
 }
 
 static void arrive(struct ncclComm* comm) {
-  pthread_mutex_lock(&lock);
+  char path[768];
   comm->waiting = ++comm->collectives;
-  (*arrivals(comm->id, comm->waiting))++;
-  pthread_mutex_unlock(&lock);
+  turnPath(comm, comm->waiting, path, sizeof(path));
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (fd < 0 || write(fd, "x", 1) != 1) abort();
+  close(fd);
 }
 
 /* 1 while this rank waits in a collective call for the other ranks. */
 static int waitingForPeers(struct ncclComm* comm) {
   if (comm->waiting == 0) return 0;
-  pthread_mutex_lock(&lock);
-  int all = *arrivals(comm->id, comm->waiting) >= comm->nranks;
-  pthread_mutex_unlock(&lock);
-  if (all) comm->waiting = 0;
-  return !all;
+  char path[768];
+  struct stat st;
+  turnPath(comm, comm->waiting, path, sizeof(path));
+  if (stat(path, &st) != 0 || st.st_size < comm->nranks) return 1;
+  comm->waiting = 0;
+  return 0;
 }
 
 static void maybeHang(struct ncclComm* comm, const char* fn) {
@@ -144,7 +142,9 @@ int ncclGetUniqueId(ncclUniqueId* id) {
   pthread_mutex_lock(&lock);
   int serial = ++serials;
   pthread_mutex_unlock(&lock);
-  snprintf(id->internal, sizeof(id->internal), "fake-nccl-id-%d", serial);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  snprintf(id->internal, sizeof(id->internal), "fake-nccl-id-%d-%lld%09ld-%d", (int)getpid(), (long long)now.tv_sec, now.tv_nsec, serial);
   record("ncclGetUniqueId id=%s", id->internal);
   return ncclSuccess;
 }
