@@ -4,10 +4,9 @@
  * carves blocks out of its heap with the same deterministic allocator, so an allocation has the
  * same offset in every rank's heap and `peerTensor(t, r)` is the same offset in rank r's heap.
  */
-import { type Allocator, type GroupMember, ObjectFreedError, OutOfMemoryError, type Storage, UnsupportedOperationError, nextStorageId } from "@tensorlane/core"
+import { type Allocator, BlockAllocator, type GroupMember, ObjectFreedError, OutOfMemoryError, type Storage, UnsupportedOperationError, nextStorageId } from "@tensorlane/core"
 import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
-import { BlockAllocator } from "./blockAllocator.js"
 import { loadAddon } from "./loadAddon.js"
 import { groupKey } from "./settings.js"
 
@@ -75,7 +74,7 @@ export const shmBackend: SymmetricBackend = {
   digest: (member) => heapOf(member).allocator.digest(),
   allocate: async (member, byteLength) => {
     const heap = heapOf(member)
-    const offset = heap.allocator.allocate(byteLength)
+    const offset = heap.allocator.allocate(byteLength)?.offset
     if (offset === undefined) {
       throw new OutOfMemoryError({
         message: `the shm heap of group "${member.name}" cannot hold ${byteLength} more bytes: ${heap.allocator.used} of ${heap.capacity} in use, largest free block ${heap.allocator.largestFree} (set TENSORLANE_SHM_HEAP_BYTES before creating the group)`,
