@@ -8,6 +8,7 @@ export default defineConfig({
   dts: { entry: "src/index.ts" },
   sourcemap: true,
   clean: true,
-  // Resolved at run time in every process, so that all share one copy of core's error classes.
-  external: ["@tensorlane/core"],
+  // Resolved at run time in every process, so that all share one copy of core's error classes;
+  // transport-nccl is an optional peer, imported only by the nccl-window backend.
+  external: ["@tensorlane/core", "@tensorlane/transport-nccl"],
 })
