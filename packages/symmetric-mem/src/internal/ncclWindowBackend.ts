@@ -15,11 +15,12 @@
  * holds its memory (one gather), then register, then agree that every one got its window (a second
  * gather); a failure on any rank is rolled back on every rank (windows deregistered before the
  * memory and the heap's own communicator go). The failing rank raises its own error
- * (NoCudaDeviceError without a GPU, NcclVersionError, NcclError), the others NcclRegistrationError.
+ * (NoCudaDeviceError without a GPU, NcclVersionError, NcclError), the others NcclRegistrationError:
+ * transport-nccl's agreeOnOutcome, the exchange its pool registration uses.
  */
 import { type Allocator, DeviceError, type Device, type GroupMember, type Storage, UnsupportedOperationError, isCuda, nextStorageId, parseDevice } from "@tensorlane/core"
 import type * as Nccl from "@tensorlane/transport-nccl"
-import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
+import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 
 const NAME = "nccl-window"
@@ -48,46 +49,12 @@ export const loadProvider = (): Promise<Provider> =>
 /** Live blocks per group; a heap's own communicator goes with its group's last block. */
 const liveBlocks = new Map<string, number>()
 
-const encoder = new TextEncoder()
-const decoder = new TextDecoder()
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
-
-interface Outcome {
-  readonly ok: boolean
-  readonly message: string
-}
-
-/**
- * Every rank's outcome of a local step; throws on every rank when one failed: the failing rank its
- * own error, the others NcclRegistrationError naming the failed ranks. `rollback` runs first. A
- * rank without transport-nccl (`nccl` undefined) always states a failure of its own.
- */
-const agree = async (nccl: Provider | undefined, member: GroupMember, gather: Gather, what: string, failure: unknown, rollback: () => Promise<void>): Promise<void> => {
-  const mine: Outcome = failure === undefined ? { ok: true, message: "" } : { ok: false, message: messageOf(failure) }
-  let outcomes: ReadonlyArray<Outcome>
-  try {
-    outcomes = (await gather(encoder.encode(JSON.stringify(mine)))).map((b) => JSON.parse(decoder.decode(b)) as Outcome)
-  } catch (error) {
-    await rollback()
-    throw failure ?? error
-  }
-  const failedRanks = outcomes.flatMap((o, rank) => (o.ok ? [] : [rank]))
-  if (failedRanks.length === 0) return
-  await rollback()
-  if (failure !== undefined || nccl === undefined) throw failure
-  throw new nccl.NcclRegistrationError({
-    message: `${what} failed on rank ${failedRanks.map((r) => `${r} (${outcomes[r].message})`).join(", rank ")}; every rank rolled back what this call did`,
-    group: member.name,
-    failedRanks,
-  })
-}
-
-/** Runs `step`, returning its failure instead of throwing it. */
-const attempt = async <A>(step: () => A | Promise<A>): Promise<{ readonly value?: A; readonly failure?: unknown }> => {
+/** Runs a local step, returning its failure (for agreeOnOutcome) instead of throwing it. */
+const attempt = async <A>(what: string, step: () => A | Promise<A>): Promise<{ readonly value?: A; readonly failure?: Nccl.LocalFailure }> => {
   try {
     return { value: await step() }
-  } catch (failure) {
-    return { failure: failure ?? new Error("unknown failure") }
+  } catch (error) {
+    return { failure: { message: `${what}: ${error instanceof Error ? error.message : String(error)}`, error } }
   }
 }
 
@@ -139,12 +106,15 @@ export const ncclWindowBackend: SymmetricBackend = {
   heapId: () => NAME,
   digest: (member) => String(liveBlocks.get(member.name) ?? 0),
   allocate: async (member, byteLength, gather, options) => {
+    // Every rank of a cluster has the same packages installed: a missing one is refused at once, on every rank.
+    const nccl = await loadProvider()
     const what = `${NAME} allocation of ${byteLength} bytes in group "${member.name}" (rank ${member.rank})`
-    const loaded = await attempt(loadProvider)
-    const nccl = loaded.value
-    // Local steps: the package, the libraries, the version gate, the communicator (or where the heap's own will be), the memory.
-    const prepared = await attempt(() => {
-      if (nccl === undefined) throw loaded.failure
+    // The agreements run over the front end's gather (and its timeout).
+    const group: Nccl.PoolGroup = { name: member.name, rank: member.rank, worldSize: member.worldSize, allGather: (blob) => gather(blob) }
+    const agree = (failure: Nccl.LocalFailure | undefined, rollback: () => Promise<void>) =>
+      nccl.agreeOnOutcome(group, what, failure, async () => (await rollback(), []), { timeoutMs: TIMEOUT_MS, ownErrors: true })
+    // Local steps: the libraries, the version gate, the communicator (or where the heap's own will be), the memory.
+    const prepared = await attempt("allocating its block", () => {
       const { version } = nccl.loadCuda()
       nccl.requireFeature(version, "windows", `the ${NAME} backend of @tensorlane/symmetric-mem (ncclCommWindowRegister)`)
       const wanted = options.device === undefined ? undefined : parseDevice(options.device)
@@ -155,11 +125,10 @@ export const ncclWindowBackend: SymmetricBackend = {
       return { communicator, memory: nccl.allocateNcclMemory(device, byteLength) }
     })
     const freeMemory = async () => {
-      if (prepared.value !== undefined) nccl!.freeNcclMemory(prepared.value.memory)
+      if (prepared.value !== undefined) nccl.freeNcclMemory(prepared.value.memory)
     }
-    await agree(nccl, member, gather, what, prepared.failure, freeMemory)
-    if (nccl === undefined || prepared.value === undefined) throw prepared.failure
-    const { communicator, memory } = prepared.value
+    await agree(prepared.failure, freeMemory)
+    const { communicator, memory } = prepared.value!
     const live = liveBlocks.get(member.name) ?? 0
     let created = false
     const dropCommunicator = async () => {
@@ -167,17 +136,17 @@ export const ncclWindowBackend: SymmetricBackend = {
     }
     if (communicator.own && live === 0 && !nccl.loadCuda().addon.communicators().some((c) => c.group === communicator.name)) {
       // The heap's own communicator: rank 0's unique id over the group's gather (the transport's own group setup).
-      const made = await attempt(() =>
+      const made = await attempt(`creating communicator "${communicator.name}"`, () =>
         nccl.nccl.createGroup!({ name: communicator.name, rank: member.rank, worldSize: member.worldSize, members: [], timeoutMs: TIMEOUT_MS, allGather: gather }),
       )
       created = made.failure === undefined
-      await agree(nccl, member, gather, what, made.failure, async () => {
+      await agree(made.failure, async () => {
         await dropCommunicator()
         await freeMemory()
       })
     }
-    const registered = await attempt(() => nccl.registerNcclWindow(communicator.name, memory, { symmetric: true, timeoutMs: TIMEOUT_MS }))
-    await agree(nccl, member, gather, what, registered.failure, async () => {
+    const registered = await attempt("ncclCommWindowRegister", () => nccl.registerNcclWindow(communicator.name, memory, { symmetric: true, timeoutMs: TIMEOUT_MS }))
+    await agree(registered.failure, async () => {
       if (registered.value !== undefined) await nccl.deregisterNcclWindow(registered.value).catch(() => undefined)
       await freeMemory()
       await dropCommunicator()
