@@ -18,10 +18,11 @@
  * (NoCudaDeviceError without a GPU, NcclVersionError, NcclError), the others NcclRegistrationError:
  * transport-nccl's agreeOnOutcome, the exchange its pool registration uses.
  */
-import { type Allocator, DeviceError, type Device, type GroupMember, type Storage, UnsupportedOperationError, isCuda, nextStorageId, parseDevice } from "@tensorlane/core"
+import { DeviceError, type Device, type GroupMember, isCuda, parseDevice } from "@tensorlane/core"
 import type * as Nccl from "@tensorlane/transport-nccl"
 import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
+import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
 
 const NAME = "nccl-window"
 export const NCCL_PACKAGE = "@tensorlane/transport-nccl"
@@ -76,31 +77,6 @@ const groupCommunicator = (nccl: Provider, member: GroupMember, device: Device |
   return { name: member.name, device: own, own: false }
 }
 
-const ownStorage = (device: Device, byteLength: number, handle: object, isFreed: () => boolean, label: string, copy: Allocator["copy"]): Storage => {
-  // Collective only; copies (t.to("cpu")) go through transport-nccl's cudaMemcpy.
-  const allocator: Allocator = {
-    name: `symmetric-${NAME}`,
-    device,
-    allocate(): never {
-      throw new UnsupportedOperationError({ message: `${NAME} memory is allocated collectively: call allocateSymmetric on every rank` })
-    },
-    free(): never {
-      throw new UnsupportedOperationError({ message: `${NAME} memory is freed collectively: call freeSymmetric on every rank` })
-    },
-    copy,
-  }
-  return {
-    id: nextStorageId(),
-    device,
-    byteLength,
-    get bytes(): Uint8Array {
-      throw new DeviceError({ message: `${label} is on ${device}, not in host memory${isFreed() ? " (and it was freed)" : ""}: copy its tensor with .to("cpu") first`, device })
-    },
-    handle,
-    allocator,
-  }
-}
-
 export const ncclWindowBackend: SymmetricBackend = {
   name: NAME,
   heapId: () => NAME,
@@ -153,7 +129,8 @@ export const ncclWindowBackend: SymmetricBackend = {
     })
     const window = registered.value!
     liveBlocks.set(member.name, live + 1)
-    const copy = memory.allocator.copy
+    // Copies (t.to("cpu")) go through transport-nccl's cudaMemcpy.
+    const allocator = collectiveAllocator(NAME, communicator.device, memory.allocator.copy)
     const block: SymmetricBlock = {
       device: communicator.device,
       storage: (rank, n, isFreed) => {
@@ -165,7 +142,7 @@ export const ncclWindowBackend: SymmetricBackend = {
           })
         }
         const handle = { address: window.address, device: Number(communicator.device.slice(5)), window: window.window, communicator: communicator.name }
-        return ownStorage(communicator.device, n, handle, isFreed, `${NAME} block of group "${member.name}"`, copy)
+        return deviceStorage(allocator, n, handle, isFreed)
       },
       free: async () => {
         // Window first, then the memory, then (the heap's own) communicator: NCCL needs them in that order.
