@@ -18,7 +18,7 @@
  * (NoCudaDeviceError without a GPU, NcclVersionError, NcclError), the others NcclRegistrationError:
  * transport-nccl's agreeOnOutcome, the exchange its pool registration uses.
  */
-import { DeviceError, type Device, type GroupMember, isCuda, parseDevice } from "@tensorlane/core"
+import { DeviceError, type Device, type GroupMember, type Storage, isCuda, parseDevice } from "@tensorlane/core"
 import type * as Nccl from "@tensorlane/transport-nccl"
 import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
@@ -47,8 +47,18 @@ export const loadProvider = (): Promise<Provider> =>
     throw error
   }) as Promise<Provider>)
 
-/** Live blocks per group; a heap's own communicator goes with its group's last block. */
-const liveBlocks = new Map<string, number>()
+/**
+ * The memory of live blocks, by group: held until freeSymmetric, so that a leaked symmetric tensor
+ * never lets the collector ncclMemFree memory still registered as a window. A heap's own
+ * communicator goes with its group's last block.
+ */
+const liveBlocks = new Map<string, Set<Storage>>()
+
+const blocksOf = (group: string): Set<Storage> => {
+  let blocks = liveBlocks.get(group)
+  if (blocks === undefined) liveBlocks.set(group, (blocks = new Set()))
+  return blocks
+}
 
 /** Runs a local step, returning its failure (for agreeOnOutcome) instead of throwing it. */
 const attempt = async <A>(what: string, step: () => A | Promise<A>): Promise<{ readonly value?: A; readonly failure?: Nccl.LocalFailure }> => {
@@ -80,7 +90,7 @@ const groupCommunicator = (nccl: Provider, member: GroupMember, device: Device |
 export const ncclWindowBackend: SymmetricBackend = {
   name: NAME,
   heapId: () => NAME,
-  digest: (member) => String(liveBlocks.get(member.name) ?? 0),
+  digest: (member) => String(liveBlocks.get(member.name)?.size ?? 0),
   allocate: async (member, byteLength, gather, options) => {
     // Every rank of a cluster has the same packages installed: a missing one is refused at once, on every rank.
     const nccl = await loadProvider()
@@ -105,12 +115,11 @@ export const ncclWindowBackend: SymmetricBackend = {
     }
     await agree(prepared.failure, freeMemory)
     const { communicator, memory } = prepared.value!
-    const live = liveBlocks.get(member.name) ?? 0
     let created = false
     const dropCommunicator = async () => {
       if (created) await nccl.nccl.destroyGroup!(communicator.name).catch(() => undefined)
     }
-    if (communicator.own && live === 0 && !nccl.loadCuda().addon.communicators().some((c) => c.group === communicator.name)) {
+    if (communicator.own && !nccl.loadCuda().addon.communicators().some((c) => c.group === communicator.name)) {
       // The heap's own communicator: rank 0's unique id over the group's gather (the transport's own group setup).
       const made = await attempt(`creating communicator "${communicator.name}"`, () =>
         nccl.nccl.createGroup!({ name: communicator.name, rank: member.rank, worldSize: member.worldSize, members: [], timeoutMs: TIMEOUT_MS, allGather: gather }),
@@ -128,7 +137,7 @@ export const ncclWindowBackend: SymmetricBackend = {
       await dropCommunicator()
     })
     const window = registered.value!
-    liveBlocks.set(member.name, live + 1)
+    blocksOf(member.name).add(memory)
     // Copies (t.to("cpu")) go through transport-nccl's cudaMemcpy.
     const allocator = collectiveAllocator(NAME, communicator.device, memory.allocator.copy)
     const block: SymmetricBlock = {
@@ -148,12 +157,11 @@ export const ncclWindowBackend: SymmetricBackend = {
         // Window first, then the memory, then (the heap's own) communicator: NCCL needs them in that order.
         await nccl.deregisterNcclWindow(window, { timeoutMs: TIMEOUT_MS })
         nccl.freeNcclMemory(memory)
-        const left = (liveBlocks.get(member.name) ?? 1) - 1
-        if (left > 0) liveBlocks.set(member.name, left)
-        else {
-          liveBlocks.delete(member.name)
-          if (communicator.own) await nccl.nccl.destroyGroup!(communicator.name)
-        }
+        const blocks = blocksOf(member.name)
+        blocks.delete(memory)
+        if (blocks.size > 0) return
+        liveBlocks.delete(member.name)
+        if (communicator.own) await nccl.nccl.destroyGroup!(communicator.name)
       },
     }
     return block
