@@ -1,3 +1,4 @@
 import { packageBuild } from "../../tsup.base.ts"
 
-export default packageBuild()
+// transport-nccl is an optional peer, imported only by the nccl-window backend.
+export default packageBuild({ external: ["@tensorlane/core", "@tensorlane/transport-nccl"] })
