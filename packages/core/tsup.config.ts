@@ -1,12 +1,7 @@
-import { defineConfig } from "tsup"
+import { packageBuild } from "../../tsup.base.ts"
 
-export default defineConfig({
+export default packageBuild({
   entry: { index: "src/index.ts", "actor-main": "src/internal/actorMain.ts", "agent-main": "src/internal/agentMain.ts" },
-  format: ["esm"],
-  target: "node20",
-  platform: "node",
-  dts: { entry: "src/index.ts" },
-  sourcemap: true,
-  clean: true,
+  external: [],
   splitting: true,
 })

@@ -1,13 +1,4 @@
-import { defineConfig } from "tsup"
+import { packageBuild } from "../../tsup.base.ts"
 
-export default defineConfig({
-  entry: { index: "src/index.ts" },
-  format: ["esm"],
-  target: "node20",
-  platform: "node",
-  dts: { entry: "src/index.ts" },
-  sourcemap: true,
-  clean: true,
-  // Resolved at run time in every process, so that all share one copy of core's error classes.
-  external: ["@tensorlane/core"],
-})
+// transport-nccl is an optional peer, imported only by the nccl-window backend.
+export default packageBuild({ external: ["@tensorlane/core", "@tensorlane/transport-nccl"] })

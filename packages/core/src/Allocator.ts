@@ -8,6 +8,7 @@ import { AsyncLocalStorage } from "node:async_hooks"
 import { totalmem } from "node:os"
 import { parseDevice, type Device } from "./Device.js"
 import { DeviceError, ObjectFreedError, OutOfMemoryError, ShapeError, UnsupportedOperationError } from "./Errors.js"
+import { type Block, BlockAllocator } from "./BlockAllocator.js"
 import { checkIndex } from "./internal/layout.js"
 
 /** One allocation; many tensors (views) may share it. */
@@ -255,11 +256,6 @@ export interface CpuMemoryPoolOptions {
   readonly name?: string
 }
 
-interface Block {
-  readonly offset: number
-  readonly size: number
-}
-
 class PoolStorage extends HostStorage {
   constructor(allocator: Allocator, view: Uint8Array, readonly block: Block | undefined) {
     super(allocator, view, true)
@@ -271,12 +267,10 @@ class CpuMemoryPool implements MemoryPool {
   readonly name: string
   readonly capacity: number
   readonly alignment: number
-  used = 0
   private readonly buffer: SharedArrayBuffer
-  /** Free blocks sorted by offset, never adjacent (adjacent ones are merged). */
-  private readonly freeList: Array<Block>
+  private readonly blocks: BlockAllocator
   // Holds only the block, never the storage, so an unreachable storage can be collected.
-  private readonly registry = new FinalizationRegistry<Block>((block) => this.release(block))
+  private readonly registry = new FinalizationRegistry<Block>((block) => this.blocks.free(block.offset))
 
   constructor(options: CpuMemoryPoolOptions) {
     this.name = options.name ?? "cpu-pool"
@@ -288,11 +282,15 @@ class CpuMemoryPool implements MemoryPool {
       })
     }
     this.buffer = new SharedArrayBuffer(this.capacity)
-    this.freeList = this.capacity > 0 ? [{ offset: 0, size: this.capacity }] : []
+    this.blocks = new BlockAllocator(this.capacity, { alignment: this.alignment })
+  }
+
+  get used(): number {
+    return this.blocks.used
   }
 
   get freeBytes(): number {
-    return this.capacity - this.used
+    return this.blocks.freeBytes
   }
 
   get region(): Uint8Array {
@@ -302,23 +300,14 @@ class CpuMemoryPool implements MemoryPool {
   allocate(byteLength: number): Storage {
     const n = checkIndex(byteLength, "byteLength")
     if (n === 0) return new PoolStorage(this, new Uint8Array(this.buffer, 0, 0), undefined)
-    const padded = Math.ceil(n / this.alignment) * this.alignment
-    const i = this.freeList.findIndex((b) => b.size >= n)
-    if (i < 0) {
-      const largest = this.freeList.reduce((m, b) => Math.max(m, b.size), 0)
+    const block = this.blocks.allocate(n)
+    if (block === undefined) {
       throw new OutOfMemoryError({
-        message: `memory pool "${this.name}" cannot allocate ${n} bytes: capacity ${this.capacity} bytes, ${this.used} in use, largest free block ${largest} bytes`,
+        message: `memory pool "${this.name}" cannot allocate ${n} bytes: capacity ${this.capacity} bytes, ${this.used} in use, largest free block ${this.blocks.largestFree} bytes`,
         requested: n,
         capacity: this.capacity,
       })
     }
-    const free = this.freeList[i]
-    // Only the last block can be shorter than `padded` (capacity need not be aligned): take it whole.
-    const size = Math.min(padded, free.size)
-    if (size === free.size) this.freeList.splice(i, 1)
-    else this.freeList[i] = { offset: free.offset + size, size: free.size - size }
-    const block: Block = { offset: free.offset, size }
-    this.used += size
     const storage = new PoolStorage(this, new Uint8Array(this.buffer, block.offset, n), block)
     this.registry.register(storage, block, storage)
     return storage
@@ -330,26 +319,7 @@ class CpuMemoryPool implements MemoryPool {
     s.freed = true
     if (s.block === undefined) return
     this.registry.unregister(s)
-    this.release(s.block)
-  }
-
-  private release(block: Block): void {
-    this.used -= block.size
-    const list = this.freeList
-    let i = 0
-    while (i < list.length && list[i].offset < block.offset) i++
-    let merged = block
-    const next = list[i]
-    if (next !== undefined && merged.offset + merged.size === next.offset) {
-      merged = { offset: merged.offset, size: merged.size + next.size }
-      list.splice(i, 1)
-    }
-    const prev = list[i - 1]
-    if (prev !== undefined && prev.offset + prev.size === merged.offset) {
-      list[i - 1] = { offset: prev.offset, size: prev.size + merged.size }
-    } else {
-      list.splice(i, 0, merged)
-    }
+    this.blocks.free(s.block.offset)
   }
 }
 

@@ -2,8 +2,10 @@
  * Loading the native addon of a transport package: the candidates tried in order (an environment
  * override, then cmake-js's Release and Debug outputs) and a NativeLibraryError that lists them all,
  * says why each failed and how to fix it. Transport packages load their addon on first use, so that
- * importing them never fails on a machine without their native library.
+ * importing them never fails on a machine without their native library. The same for the shared
+ * libraries those addons dlopen (libraryCandidates/loadNativeLibrary).
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
@@ -67,6 +69,101 @@ export const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: 
         : `the ${spec.packageName} addon cannot be loaded: ${failures.join("; ")}. Rebuild it: ${spec.fix}`,
     library: spec.file,
     tried,
+    fix: spec.fix,
+  })
+}
+
+/**
+ * A shared library a native addon dlopens at run time (NCCL, NIXL, NVSHMEM), shipped by a Python
+ * wheel that the project's setup installs under <repo>/.tools/<toolDir> with `pip --target`.
+ */
+export interface NativeLibrarySpec {
+  /** The library's file name, as errors name it (`libnccl.so.2`). */
+  readonly library: string
+  /** How the error introduces it (default: the file name), e.g. "NIXL's C API (libnixl_capi.so, from the nixl-cu12 wheel)". */
+  readonly description?: string
+  /** The package that loads it and `import.meta.url` of one of its modules: the search starts at that package. */
+  readonly packageName: string
+  readonly moduleUrl: string
+  /**
+   * An environment variable tried first: `folder` names a folder holding `library` (tried before
+   * the others); `file` names the library itself and is then the only candidate (a library the
+   * user named is never silently replaced).
+   */
+  readonly override: { readonly env: string; readonly names: "folder" | "file" }
+  /** The folder under <repo>/.tools where the setup installs the wheel. */
+  readonly toolDir: string
+  /** Paths of the library inside a wheel's install target (.tools/<toolDir> or site-packages). */
+  readonly wheelPaths: ReadonlyArray<string>
+  /** Names dlopen looks up on the system library path, tried last. */
+  readonly systemNames: ReadonlyArray<string>
+  /** How to install it. */
+  readonly fix: string
+}
+
+const ancestors = (start: string): Array<string> => {
+  const out: Array<string> = []
+  for (let dir = start; ; dir = dirname(dir)) {
+    out.push(dir)
+    if (dirname(dir) === dir) return out
+  }
+}
+
+let sites: ReadonlyArray<string> | undefined
+
+/** Site-packages folders of the python3 on PATH (a virtualenv's included); none without Python. Asked once per process. */
+const sitePackages = (): ReadonlyArray<string> => {
+  if (sites !== undefined) return sites
+  try {
+    const out = execFileSync("python3", ["-c", "import site; print('\\n'.join(site.getsitepackages() + [site.getusersitepackages()]))"], {
+      encoding: "utf8",
+      timeout: 10_000,
+      stdio: ["ignore", "pipe", "ignore"],
+    })
+    sites = out.split("\n").filter((line) => line.length > 0)
+  } catch {
+    sites = []
+  }
+  return sites
+}
+
+/**
+ * Where the library may be, in the order tried: the override; <repo>/.tools/<toolDir> in every
+ * ancestor of the package and of the working directory; Python's site-packages; the system path
+ * (bare names, last).
+ */
+export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string> => {
+  const override = process.env[spec.override.env]
+  const given = override !== undefined && override !== ""
+  if (given && spec.override.names === "file") return [override]
+  const out: Array<string> = given ? [join(override, spec.library)] : []
+  const roots = new Set([...ancestors(packageRootOf(spec.moduleUrl, spec.packageName)), ...ancestors(process.cwd())])
+  for (const root of roots) for (const path of spec.wheelPaths) out.push(join(root, ".tools", spec.toolDir, path))
+  for (const site of sitePackages()) for (const path of spec.wheelPaths) out.push(join(site, path))
+  out.push(...spec.systemNames)
+  return [...new Set(out)]
+}
+
+/**
+ * Calls `load` (the addon's dlopen) with each candidate until one succeeds; NativeLibraryError
+ * naming every path tried, why each existing one failed, and the fix otherwise.
+ */
+export const loadNativeLibrary = <R>(spec: NativeLibrarySpec, load: (path: string) => R): { readonly loaded: R; readonly path: string } => {
+  const candidates = libraryCandidates(spec)
+  const failures: Array<string> = []
+  for (const path of candidates) {
+    // Paths that do not exist are skipped without a dlopen; bare names go to the system's search.
+    if (path.includes("/") && !fs.existsSync(path)) continue
+    try {
+      return { loaded: load(path), path }
+    } catch (error) {
+      failures.push(error instanceof Error ? error.message : String(error))
+    }
+  }
+  throw new NativeLibraryError({
+    message: `${spec.description ?? spec.library} cannot be loaded. Tried: ${candidates.join(", ")}${failures.length > 0 ? ` (${failures.join("; ")})` : ""}. Fix: ${spec.fix}`,
+    library: spec.library,
+    tried: candidates,
     fix: spec.fix,
   })
 }

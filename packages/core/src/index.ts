@@ -2,7 +2,9 @@ export * from "./Errors.js"
 export * from "./Device.js"
 export * from "./DType.js"
 export * from "./Allocator.js"
+export { BlockAllocator, type Block } from "./BlockAllocator.js"
 export * from "./Tensor.js"
+export { checkShape, numelOf } from "./internal/layout.js"
 export { ObjectRef, isObjectRef, type RefTracker } from "./ObjectRef.js"
 export {
   defineActor,
@@ -40,7 +42,15 @@ export {
 } from "./InActor.js"
 export * from "./Transport.js"
 export { registerErrorClasses } from "./internal/wireError.js"
-export { addonCandidates, packageRootOf, requireNativeAddon, type NativeAddonSpec } from "./NativeAddon.js"
+export {
+  addonCandidates,
+  libraryCandidates,
+  loadNativeLibrary,
+  packageRootOf,
+  requireNativeAddon,
+  type NativeAddonSpec,
+  type NativeLibrarySpec,
+} from "./NativeAddon.js"
 export { TensorStore, type StoredObject } from "./TensorStore.js"
 export { recordTransfer, transferBytes, transferCount, transferLatency, type TransferStat } from "./Metrics.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"

@@ -3,6 +3,7 @@
  * the Effect face). Heap exhaustion is core's OutOfMemoryError, a malformed peer descriptor core's
  * ProtocolError, a missing native library core's NativeLibraryError.
  */
+import { registerErrorClasses } from "@tensorlane/core"
 import { Schema } from "effect"
 
 /**
@@ -39,3 +40,6 @@ export class SymmetricBackendError extends Schema.TaggedError<SymmetricBackendEr
   backend: Schema.String,
   reason: Schema.Literals(["needs-package", "not-initialized", "wrong-group", "unsupported"]),
 }) {}
+
+// Every process that imports this package rebuilds these from the wire as their own class.
+registerErrorClasses(SymmetricMismatchError, SymmetricFreeError, SymmetricBackendError)

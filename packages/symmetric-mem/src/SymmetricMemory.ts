@@ -7,7 +7,7 @@
  * return them and any transport moves them. Frees are collective and explicit: a symmetric tensor
  * collected without freeSymmetric only raises a warning (a finaliser cannot run a collective call).
  */
-import { type Allocator, type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, dtypeOf, group as groupOf, isTensor, nextStorageId } from "@tensorlane/core"
+import { type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, checkShape, dtypeOf, group as groupOf, isTensor, numelOf } from "@tensorlane/core"
 import type { Gather, SymmetricBlock } from "./Backend.js"
 import { SymmetricFreeError } from "./Errors.js"
 import { type Statement, agree } from "./internal/agreement.js"
@@ -72,21 +72,8 @@ const gatherOf = (member: GroupMember, timeoutMs: number | undefined): Gather =>
 
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
-/** Bytes of a tensor of this shape and dtype, validated by core's own factory (ShapeError, DTypeError). */
-const byteLengthOf = (shape: ReadonlyArray<number>, dtype: DType): number => {
-  let measured = 0
-  const measuring: Allocator = {
-    name: "symmetric-size",
-    device: "cpu",
-    allocate: (n) => {
-      measured = n
-      return { id: nextStorageId(), device: "cpu", byteLength: 0, bytes: new Uint8Array(0), handle: undefined, allocator: measuring }
-    },
-    free: () => undefined,
-  }
-  Tensor.empty(shape, { dtype, allocator: measuring })
-  return measured
-}
+/** Bytes of a tensor of this shape and dtype, validated by core (ShapeError, DTypeError). */
+const byteLengthOf = (shape: ReadonlyArray<number>, dtype: DType): number => numelOf(checkShape(shape)) * dtypeOf(dtype).itemSize
 
 /**
  * A tensor of `shape` on the group's symmetric heap; every member of the group calls it, in the

@@ -6,6 +6,7 @@
  * Blocks return to the pool on `free` or when their storage is garbage-collected.
  */
 import {
+  BlockAllocator,
   type Device,
   DeviceError,
   type MemoryPool,
@@ -64,13 +65,11 @@ export interface SegmentRegistration {
 interface Block {
   readonly segment: number
   readonly offset: number
-  readonly size: number
 }
 
 interface SegmentState extends PoolSegment {
   readonly viaNccl: boolean
-  /** Free ranges sorted by offset, never adjacent. */
-  readonly free: Array<{ offset: number; size: number }>
+  readonly blocks: BlockAllocator
 }
 
 class PoolBlockStorage implements Storage {
@@ -101,7 +100,6 @@ export class NcclMemPool implements MemoryPool {
   readonly region = undefined
   readonly segmentBytes: number
   readonly maxBytes: number
-  used = 0
   /** Registrations by group name, then by segment index. */
   readonly registrations = new Map<string, Map<number, SegmentRegistration>>()
   private readonly segmentList: Array<SegmentState> = []
@@ -125,6 +123,11 @@ export class NcclMemPool implements MemoryPool {
     return this.segmentList.reduce((n, s) => n + s.byteLength, 0)
   }
 
+  /** Bytes held by live blocks, alignment padding included. */
+  get used(): number {
+    return this.segmentList.reduce((n, s) => n + s.blocks.used, 0)
+  }
+
   get freeBytes(): number {
     return this.capacity - this.used
   }
@@ -138,9 +141,7 @@ export class NcclMemPool implements MemoryPool {
     if (this.destroyed) throw new UnsupportedOperationError({ message: `pool "${this.name}" was destroyed` })
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new ShapeError({ message: `byteLength must be a non-negative integer, got ${byteLength}` })
     if (byteLength === 0) return new PoolBlockStorage(this, this.device, 0, 0n, undefined)
-    const size = Math.ceil(byteLength / BLOCK_ALIGNMENT) * BLOCK_ALIGNMENT
-    const block = this.take(size) ?? this.take(size, this.grow(size))!
-    this.used += size
+    const block = this.take(byteLength) ?? this.take(byteLength, this.grow(byteLength))!
     const segment = this.segmentList[block.segment]
     const storage = new PoolBlockStorage(this, this.device, byteLength, segment.address + BigInt(block.offset), block)
     this.collected.register(storage, block, storage)
@@ -181,19 +182,16 @@ export class NcclMemPool implements MemoryPool {
     this.segmentList.length = 0
   }
 
-  private take(size: number, only?: number): Block | undefined {
+  private take(byteLength: number, only?: number): Block | undefined {
     for (const s of only === undefined ? this.segmentList : [this.segmentList[only]]) {
-      const i = s.free.findIndex((f) => f.size >= size)
-      if (i < 0) continue
-      const f = s.free[i]
-      if (f.size === size) s.free.splice(i, 1)
-      else s.free[i] = { offset: f.offset + size, size: f.size - size }
-      return { segment: s.index, offset: f.offset, size }
+      const block = s.blocks.allocate(byteLength)
+      if (block !== undefined) return { segment: s.index, offset: block.offset }
     }
     return undefined
   }
 
-  private grow(size: number): number {
+  private grow(requested: number): number {
+    const size = Math.ceil(requested / BLOCK_ALIGNMENT) * BLOCK_ALIGNMENT
     const byteLength = Math.ceil(size / this.segmentBytes) * this.segmentBytes
     if (this.capacity + byteLength > this.maxBytes) {
       throw new OutOfMemoryError({
@@ -207,24 +205,12 @@ export class NcclMemPool implements MemoryPool {
       addon.deviceAlloc(deviceIndex(this.device), byteLength, viaNccl),
     )
     const index = this.segmentList.length
-    this.segmentList.push({ index, address, byteLength, viaNccl, free: [{ offset: 0, size: byteLength }] })
+    this.segmentList.push({ index, address, byteLength, viaNccl, blocks: new BlockAllocator(byteLength, { alignment: BLOCK_ALIGNMENT }) })
     return index
   }
 
   private release(block: Block): void {
-    this.used -= block.size
-    const list = this.segmentList[block.segment].free
-    let i = 0
-    while (i < list.length && list[i].offset < block.offset) i++
-    let merged = { offset: block.offset, size: block.size }
-    const next = list[i]
-    if (next !== undefined && merged.offset + merged.size === next.offset) {
-      merged = { offset: merged.offset, size: merged.size + next.size }
-      list.splice(i, 1)
-    }
-    const prev = list[i - 1]
-    if (prev !== undefined && prev.offset + prev.size === merged.offset) prev.size += merged.size
-    else list.splice(i, 0, merged)
+    this.segmentList[block.segment].blocks.free(block.offset)
   }
 }
 

@@ -8,6 +8,7 @@ export { NcclMemPool, createNcclMemPool, type NcclMemPoolOptions, type PoolSegme
 export { registerMemPool, deregisterMemPool, type PoolGroup, type RegistrationOptions } from "./MemPoolRegistration.js"
 export { ncclMem, multiGroupMemPool, memPoolWithoutRegistration, type NcclMemScope, type NcclMemOptions, type RegistrationMode } from "./MemPoolScopes.js"
 export { allocateNcclMemory, freeNcclMemory, registerNcclWindow, deregisterNcclWindow, type NcclWindow } from "./NcclWindows.js"
+export { agreeOnOutcome, type LocalFailure } from "./internal/agreement.js"
 export { loadNccl, loadCuda, libraryCandidates, NCCL_LIBRARY_ENV, CUDART_LIBRARY_ENV } from "./internal/loadAddon.js"
 export type { DeviceMemoryHandle } from "./internal/memory.js"
 export type { NativeBuffer, NativeCommunicator, NativeDevices, NativeFailure, NativeFailureCode, NativeOperation, NcclAddon } from "./AddonTypes.js"

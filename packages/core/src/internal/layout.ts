@@ -46,6 +46,7 @@ export const checkShape = (shape: unknown): Array<number> => {
   return out
 }
 
+/** Elements of a shape (1 for a scalar's []). */
 export const numelOf = (shape: ReadonlyArray<number>): number => shape.reduce((a, b) => a * b, 1)
 
 /** Row-major strides; zero-sized dims count as 1 so strides stay meaningful (as in PyTorch). */

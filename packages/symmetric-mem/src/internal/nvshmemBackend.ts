@@ -6,9 +6,10 @@
  * agree that every one of them initialized before any allocates; a failed init is remembered and
  * refused on every later call.
  */
-import { DeviceError, OutOfMemoryError, type Allocator, type Device, type GroupMember, type Storage, UnsupportedOperationError, nextStorageId, parseDevice } from "@tensorlane/core"
+import { DeviceError, OutOfMemoryError, type GroupMember, parseDevice } from "@tensorlane/core"
 import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
+import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
 import { isNativeFailure, toTensorlaneError } from "./failures.js"
 import { loadNvshmem } from "./loadAddon.js"
 
@@ -81,17 +82,6 @@ const ensureInitialized = async (member: GroupMember, gather: Gather): Promise<v
   settled = { ok: true, world: member.name }
 }
 
-const deviceAllocator = (device: Device): Allocator => ({
-  name: "symmetric-nvshmem",
-  device,
-  allocate() {
-    throw new UnsupportedOperationError({ message: "NVSHMEM memory is allocated collectively: call allocateSymmetric on every rank" })
-  },
-  free() {
-    throw new UnsupportedOperationError({ message: "NVSHMEM memory is freed collectively: call freeSymmetric on every rank" })
-  },
-})
-
 export const nvshmemBackend: SymmetricBackend = {
   name: NAME,
   heapId: () => NAME,
@@ -111,19 +101,10 @@ export const nvshmemBackend: SymmetricBackend = {
       throw toTensorlaneError(error, `nvshmem allocation in group "${member.name}"`)
     }
     liveBlocks++
-    const allocator = deviceAllocator(device)
+    const allocator = collectiveAllocator(NAME, device)
     const block: SymmetricBlock = {
       device,
-      storage: (rank, n, isFreed): Storage => ({
-        id: nextStorageId(),
-        device,
-        byteLength: n,
-        get bytes(): Uint8Array {
-          throw new DeviceError({ message: `NVSHMEM memory on ${device} has no host bytes${isFreed() ? " (and it was freed)" : ""}`, device })
-        },
-        handle: { address: rank === member.rank ? pointer : addon.nvshmemPeer(pointer, rank) },
-        allocator,
-      }),
+      storage: (rank, n, isFreed) => deviceStorage(allocator, n, { address: rank === member.rank ? pointer : addon.nvshmemPeer(pointer, rank) }, isFreed),
       free: () => {
         liveBlocks--
         addon.nvshmemFree(pointer)

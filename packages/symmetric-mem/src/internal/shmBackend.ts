@@ -4,10 +4,10 @@
  * carves blocks out of its heap with the same deterministic allocator, so an allocation has the
  * same offset in every rank's heap and `peerTensor(t, r)` is the same offset in rank r's heap.
  */
-import { type Allocator, type GroupMember, ObjectFreedError, OutOfMemoryError, type Storage, UnsupportedOperationError, nextStorageId } from "@tensorlane/core"
+import { BlockAllocator, type GroupMember, ObjectFreedError, OutOfMemoryError, type Storage, nextStorageId } from "@tensorlane/core"
 import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
-import { BlockAllocator } from "./blockAllocator.js"
+import { collectiveAllocator } from "./collectiveMemory.js"
 import { loadAddon } from "./loadAddon.js"
 import { groupKey } from "./settings.js"
 
@@ -21,16 +21,7 @@ interface Heap {
 const heaps = new Map<string, Heap>()
 
 /** Storages of symmetric tensors name this allocator; allocation and free are collective calls, not its methods. */
-const symmetricAllocator: Allocator = {
-  name: "symmetric-shm",
-  device: "cpu",
-  allocate() {
-    throw new UnsupportedOperationError({ message: "symmetric memory is allocated collectively: call allocateSymmetric on every rank" })
-  },
-  free() {
-    throw new UnsupportedOperationError({ message: "symmetric memory is freed collectively: call freeSymmetric on every rank" })
-  },
-}
+const symmetricAllocator = collectiveAllocator("shm", "cpu")
 
 /** The heap this process mapped for the group, rebuilt when the group was created anew under the same name. */
 const heapOf = (member: GroupMember): Heap => {
@@ -75,7 +66,7 @@ export const shmBackend: SymmetricBackend = {
   digest: (member) => heapOf(member).allocator.digest(),
   allocate: async (member, byteLength) => {
     const heap = heapOf(member)
-    const offset = heap.allocator.allocate(byteLength)
+    const offset = heap.allocator.allocate(byteLength)?.offset
     if (offset === undefined) {
       throw new OutOfMemoryError({
         message: `the shm heap of group "${member.name}" cannot hold ${byteLength} more bytes: ${heap.allocator.used} of ${heap.capacity} in use, largest free block ${heap.allocator.largestFree} (set TENSORLANE_SHM_HEAP_BYTES before creating the group)`,

@@ -4,9 +4,8 @@
  * that consumers can read them in place. Blocks go back when the object is released; the pages
  * stay warm for the next object.
  */
-import { OutOfMemoryError, type Tensor } from "@tensorlane/core"
+import { BlockAllocator, OutOfMemoryError, type Tensor } from "@tensorlane/core"
 import { randomBytes } from "node:crypto"
-import { BlockAllocator } from "./blockAllocator.js"
 import { loadAddon } from "./loadAddon.js"
 import { SEGMENT_PREFIX, stagingBytes } from "./settings.js"
 
@@ -33,7 +32,7 @@ const open = (): Heap => {
 /** Copies `tensor` (made contiguous) into a staging block held for `objectId`; its offset in the staging segment. */
 export const stage = async (objectId: string, tensor: Tensor): Promise<number> => {
   const { allocator, memory } = open()
-  const offset = allocator.allocate(tensor.nbytes)
+  const offset = allocator.allocate(tensor.nbytes)?.offset
   if (offset === undefined) {
     throw new OutOfMemoryError({
       message: `the shm transport's staging heap cannot hold ${tensor.nbytes} more bytes (${allocator.used} of ${allocator.capacity} in use; set TENSORLANE_SHM_STAGING_BYTES, or allocate the tensor on a symmetric heap)`,

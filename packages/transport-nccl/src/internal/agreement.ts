@@ -2,7 +2,8 @@
  * All-or-nothing steps across the ranks of a group: each rank applies its steps in order, the
  * ranks exchange their outcomes over the control plane (group.allGather), and when any rank
  * failed every rank undoes what it applied, in reverse, and raises the same error. No rank is left
- * registered where another is not.
+ * registered where another is not. agreeOnOutcome, the exchange itself, is public: symmetric-mem's
+ * nccl-window backend agrees on its allocations and windows with it.
  *
  * Collective steps (NCCL windows) go in lockstep instead (runLockstep): a rank that fails one leaves
  * the others waiting inside that very call, which only a timeout and ncclCommAbort end, and an undo
@@ -38,6 +39,12 @@ interface Outcome {
   readonly message: string
 }
 
+/** What failed on this rank: a description for the other ranks, and the error itself. */
+export interface LocalFailure {
+  readonly message: string
+  readonly error: unknown
+}
+
 const undoAll = async (done: ReadonlyArray<Step>): Promise<Array<string>> => {
   const failures: Array<string> = []
   for (const step of [...done].reverse()) {
@@ -50,34 +57,34 @@ const undoAll = async (done: ReadonlyArray<Step>): Promise<Array<string>> => {
   return failures
 }
 
-export const runAgreed = async (group: PoolGroup, what: string, steps: ReadonlyArray<Step>, timeoutMs: number): Promise<void> => {
-  const done: Array<Step> = []
-  let failure: string | undefined
-  for (const step of steps) {
-    try {
-      await step.apply()
-      done.push(step)
-    } catch (error) {
-      failure = `${step.label}: ${messageOf(error)}`
-      break
-    }
-  }
+/**
+ * Every rank states whether its part of `what` failed; when any rank did, every rank runs
+ * `rollback` (which returns what it could not undo) and raises NcclRegistrationError naming the
+ * failed ranks, or, with `ownErrors`, a rank that failed raises its own error instead. Collective.
+ */
+export const agreeOnOutcome = async (
+  group: PoolGroup,
+  what: string,
+  failure: LocalFailure | undefined,
+  rollback: () => Promise<ReadonlyArray<string>>,
+  options: { readonly timeoutMs: number; readonly ownErrors?: boolean },
+): Promise<void> => {
   let outcomes: ReadonlyArray<Outcome>
   try {
-    outcomes = await gatherJson<Outcome>(group, { ok: failure === undefined, message: failure ?? "" }, timeoutMs)
+    outcomes = await gatherJson<Outcome>(group, { ok: failure === undefined, message: failure?.message ?? "" }, options.timeoutMs)
   } catch (error) {
-    const undoFailures = await undoAll(done)
+    const undoFailures = await rollback()
+    if (failure !== undefined && options.ownErrors === true) throw failure.error
     throw new NcclRegistrationError({
-      message: `${what}: the ranks could not compare outcomes (${messageOf(error)}); this rank rolled back its ${done.length} step(s)${
-        undoFailures.length > 0 ? `, except: ${undoFailures.join("; ")}` : ""
-      }`,
+      message: `${what}: the ranks could not compare outcomes (${messageOf(error)}); this rank rolled back${undoFailures.length > 0 ? `, except: ${undoFailures.join("; ")}` : ""}`,
       group: group.name,
       failedRanks: failure === undefined ? [] : [group.rank],
     })
   }
   const failedRanks = outcomes.flatMap((o, rank) => (o.ok ? [] : [rank]))
   if (failedRanks.length === 0) return
-  const undoFailures = await undoAll(done)
+  const undoFailures = await rollback()
+  if (failure !== undefined && options.ownErrors === true) throw failure.error
   throw new NcclRegistrationError({
     message: `${what} failed on rank ${failedRanks.map((r) => `${r} (${outcomes[r].message})`).join(", rank ")}; every rank rolled back what this call did${
       undoFailures.length > 0 ? `, except on rank ${group.rank}: ${undoFailures.join("; ")}` : ""
@@ -85,6 +92,21 @@ export const runAgreed = async (group: PoolGroup, what: string, steps: ReadonlyA
     group: group.name,
     failedRanks,
   })
+}
+
+export const runAgreed = async (group: PoolGroup, what: string, steps: ReadonlyArray<Step>, timeoutMs: number): Promise<void> => {
+  const done: Array<Step> = []
+  let failure: LocalFailure | undefined
+  for (const step of steps) {
+    try {
+      await step.apply()
+      done.push(step)
+    } catch (error) {
+      failure = { message: `${step.label}: ${messageOf(error)}`, error }
+      break
+    }
+  }
+  await agreeOnOutcome(group, what, failure, () => undoAll(done), { timeoutMs })
 }
 
 /** A rank's communicator as lockstep steps need it. */

@@ -12,7 +12,8 @@
  * Failure injection (read at each call, so tests can change it between calls):
  *   FAKE_NCCL_FAIL=<function>:<rank>:<after>   the call of <function> on <rank> (-1: any rank)
  *                                               fails with ncclSystemError once <after> such
- *                                               calls have succeeded
+ *                                               calls have succeeded (ncclMemAlloc has no
+ *                                               rank: only <rank> -1 applies to it)
  *   FAKE_NCCL_HANG=<function>                   ncclCommGetAsyncError reports ncclInProgress for
  *                                               ever after a call of <function> (until abort)
  *   FAKE_NCCL_VERSION=<code>                    what ncclGetVersion reports (default 22809)
@@ -294,6 +295,11 @@ int ncclCommWindowDeregister(struct ncclComm* comm, void* window) {
 }
 
 int ncclMemAlloc(void** ptr, size_t size) {
+  /* No communicator, no rank: only FAKE_NCCL_FAIL=ncclMemAlloc:-1:<after> (in that process) applies. */
+  if (injected("ncclMemAlloc", -1)) {
+    record("ncclMemAlloc size=%zu failed", size);
+    return ncclSystemError;
+  }
   *ptr = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
   if (*ptr == NULL) return ncclSystemError;
   memset(*ptr, 0, size);

@@ -9,10 +9,8 @@
  * `pip install nixl-cu12` or nixl-cu13); then the system library path (dlopen by bare name).
  * NIXL_PLUGIN_DIR, when set, is read by libnixl itself; by default it finds plugins/ next to it.
  */
-import { execFileSync } from "node:child_process"
-import * as fs from "node:fs"
-import { dirname, join } from "node:path"
-import { NativeLibraryError, type NativeAddonSpec, packageRootOf, requireNativeAddon } from "@tensorlane/core"
+import { join } from "node:path"
+import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core"
 import type { NixlAddon } from "../AddonTypes.js"
 import { nixlSettings } from "./settings.js"
 
@@ -22,8 +20,6 @@ const PACKAGE = "@tensorlane/transport-nixl"
 const WHEEL = "nixl-cu12==1.5.1"
 const FIX_ADDON = `npm run build:native -w ${PACKAGE}, or bash tools/setup.sh`
 const FIX_LIBRARY = `bash tools/setup.sh (it runs packages/transport-nixl/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nixl ${WHEEL}, or point NIXL_LIB_DIR at the folder holding ${LIBRARY}`
-/** The wheels' folders that hold libnixl_capi.so, relative to their install target. */
-const WHEEL_LIB_DIRS = [".nixl_cu12.mesonpy.libs", ".nixl_cu13.mesonpy.libs"]
 
 const addonSpec: NativeAddonSpec = {
   packageName: PACKAGE,
@@ -33,39 +29,21 @@ const addonSpec: NativeAddonSpec = {
   fix: FIX_ADDON,
 }
 
-const ancestors = (start: string): Array<string> => {
-  const out: Array<string> = []
-  for (let dir = start; ; dir = dirname(dir)) {
-    out.push(dir)
-    if (dirname(dir) === dir) return out
-  }
-}
-
-/** Site-packages folders of the python3 on PATH (a virtualenv's included); none without Python. */
-const sitePackages = (): Array<string> => {
-  try {
-    const out = execFileSync(
-      "python3",
-      ["-c", "import site, sys; print('\\n'.join(site.getsitepackages() + [site.getusersitepackages()]))"],
-      { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "pipe", "ignore"] },
-    )
-    return out.split("\n").filter((line) => line.length > 0)
-  } catch {
-    return []
-  }
+const librarySpec: NativeLibrarySpec = {
+  library: LIBRARY,
+  description: `NIXL's C API (${LIBRARY}, from the ${WHEEL} wheel)`,
+  packageName: PACKAGE,
+  moduleUrl: import.meta.url,
+  override: { env: "NIXL_LIB_DIR", names: "folder" },
+  toolDir: "nixl",
+  // The wheels' folders that hold the library, relative to their install target.
+  wheelPaths: [join(".nixl_cu12.mesonpy.libs", LIBRARY), join(".nixl_cu13.mesonpy.libs", LIBRARY)],
+  systemNames: [LIBRARY],
+  fix: FIX_LIBRARY,
 }
 
 /** Candidate paths of libnixl_capi.so, in search order; the last entry is the bare name. */
-export const libraryCandidates = (): ReadonlyArray<string> => {
-  const out: Array<string> = []
-  const libDir = process.env.NIXL_LIB_DIR
-  if (libDir !== undefined && libDir !== "") out.push(join(libDir, LIBRARY))
-  const roots = new Set([...ancestors(packageRootOf(import.meta.url, PACKAGE)), ...ancestors(process.cwd())])
-  for (const root of roots) for (const dir of WHEEL_LIB_DIRS) out.push(join(root, ".tools", "nixl", dir, LIBRARY))
-  for (const site of sitePackages()) for (const dir of WHEEL_LIB_DIRS) out.push(join(site, dir, LIBRARY))
-  out.push(LIBRARY)
-  return [...new Set(out)]
-}
+export const libraryCandidates = (): ReadonlyArray<string> => candidatesOf(librarySpec)
 
 const requireAddon = (): { readonly addon: NixlAddon; readonly path: string } => requireNativeAddon<NixlAddon>(addonSpec)
 
@@ -82,26 +60,8 @@ export const loadNixl = (): { readonly addon: NixlAddon; readonly library: strin
   if (already !== undefined) return (loaded = { addon, library: already })
   const settings = nixlSettings()
   const options = { env: settings.env, backendParams: settings.backendParams, progressDelayUs: settings.progressDelayUs }
-  const candidates = libraryCandidates()
-  const failures: Array<string> = []
-  for (const path of candidates) {
-    // Paths that do not exist are skipped without a dlopen; the bare name goes to the system's search.
-    if (path.includes("/") && !fs.existsSync(path)) continue
-    try {
-      addon.load({ library: path, ...options })
-      return (loaded = { addon, library: path })
-    } catch (error) {
-      failures.push(error instanceof Error ? error.message : String(error))
-    }
-  }
-  throw new NativeLibraryError({
-    message: `NIXL's C API (${LIBRARY}, from the ${WHEEL} wheel) cannot be loaded. Tried: ${candidates.join(", ")}${
-      failures.length > 0 ? ` (${failures.join("; ")})` : ""
-    }. Fix: ${FIX_LIBRARY}`,
-    library: LIBRARY,
-    tried: candidates,
-    fix: FIX_LIBRARY,
-  })
+  const { path } = loadNativeLibrary(librarySpec, (library) => addon.load({ library, ...options }))
+  return (loaded = { addon, library: path })
 }
 
 /** The addon, if NIXL is already loaded in this process (by any thread); never loads anything. */

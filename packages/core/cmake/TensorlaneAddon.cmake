@@ -1,0 +1,28 @@
+# The build every tensorlane native addon shares: cmake-js with Node-API 8 and node-addon-api, C++17,
+# one shared library `<name>.node` from the package's native/*.cc. An addon package's CMakeLists.txt
+# finds this file through node's resolution of @tensorlane/core and calls
+#   tensorlane_addon(<name> [LIBS <libraries to link>...])
+# then adds what is its own (find_package, extra include folders or definitions) to target <name>.
+
+if(NOT CMAKE_BUILD_TYPE)
+  set(CMAKE_BUILD_TYPE Release)
+endif()
+find_package(Threads REQUIRED)
+
+function(tensorlane_addon name)
+  cmake_parse_arguments(ADDON "" "" "LIBS" ${ARGN})
+  # node-addon-api is a devDependency of each addon package; ask node where npm put it (hoisted or not).
+  execute_process(
+    COMMAND node -p "require('path').dirname(require.resolve('node-addon-api/package.json'))"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+    OUTPUT_VARIABLE node_addon_api_dir
+    OUTPUT_STRIP_TRAILING_WHITESPACE
+    COMMAND_ERROR_IS_FATAL ANY)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/native/*.cc)
+  add_library(${name} SHARED ${sources} ${CMAKE_JS_SRC})
+  set_target_properties(${name} PROPERTIES PREFIX "" SUFFIX ".node" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_include_directories(${name} PRIVATE ${CMAKE_JS_INC} ${node_addon_api_dir})
+  target_compile_definitions(${name} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS)
+  target_compile_options(${name} PRIVATE -Wall -Wextra -fvisibility=hidden)
+  target_link_libraries(${name} PRIVATE ${CMAKE_JS_LIB} Threads::Threads ${CMAKE_DL_LIBS} ${ADDON_LIBS})
+endfunction()
