@@ -33,7 +33,8 @@ import { buildDoubles, readLog } from "./double/build.js"
 
 const doubles = buildDoubles()
 const LOG = join(os.tmpdir(), `fake-nccl-${process.pid}.log`)
-Object.assign(process.env, doubles.env, { FAKE_NCCL_LOG: LOG })
+// Window calls wait for every rank, as NCCL's do.
+Object.assign(process.env, doubles.env, { FAKE_NCCL_LOG: LOG, FAKE_NCCL_COLLECTIVE: "1" })
 
 /** In-memory all-gather among `worldSize` members, round by round (the control plane's role). */
 const exchange = (worldSize: number) => {

@@ -3,11 +3,12 @@
  * through TENSORLANE_NCCL_LIBRARY, it exports the symbols the addon dlopens and records every call
  * in the file named by $FAKE_NCCL_LOG, one line each, so that tests can check what the transport
  * and the pools asked of NCCL (order, sizes, handles) on a machine without a GPU. It moves no data.
- * Window registration and deregistration are collective, as in NCCL: a communicator's call completes
- * (ncclCommGetAsyncError stops reporting ncclInProgress) only once every rank of the communicator
- * made its call of the same turn; a rank that fails its call never arrives, and the others wait.
- * Ranks may live in several processes: each arrival appends a byte to a file named by the unique id
- * and the turn, under $TMPDIR/tensorlane-fake-nccl-turns (unique ids name the process and the time).
+ * With FAKE_NCCL_COLLECTIVE=1, window registration and deregistration are collective, as in NCCL:
+ * a communicator's call completes (ncclCommGetAsyncError stops reporting ncclInProgress) only once
+ * every rank of the communicator made its call of the same turn; a rank that fails its call never
+ * arrives, and the others wait. Ranks may live in several processes: each arrival appends a byte to
+ * a file named by the unique id and the turn, under $TMPDIR/tensorlane-fake-nccl-turns (unique ids
+ * name the process and the time). Without it, each rank's window call completes alone.
  *
  * Failure injection (read at each call, so tests can change it between calls):
  *   FAKE_NCCL_FAIL=<function>:<rank>:<after>   the call of <function> on <rank> (-1: any rank)
@@ -108,6 +109,8 @@ static void turnPath(const struct ncclComm* comm, int turn, char* path, size_t s
 }
 
 static void arrive(struct ncclComm* comm) {
+  const char* collective = getenv("FAKE_NCCL_COLLECTIVE");
+  if (collective == NULL || strcmp(collective, "1") != 0) return;
   char path[768];
   comm->waiting = ++comm->collectives;
   turnPath(comm, comm->waiting, path, sizeof(path));
