@@ -9,6 +9,8 @@
 
 #include <napi.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -84,10 +86,7 @@ std::vector<DeviceBuffer> toBuffers(const Napi::Value& value) {
 Napi::Object operation(Napi::Env env, const std::shared_ptr<Communicator>& comm, const std::shared_ptr<Settler>& settler) {
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", settler->promise());
-  handle.Set("abort", Napi::Function::New(env, [comm, settler](const Napi::CallbackInfo& info) {
-               comm->requestAbort("aborted by the runtime");
-               settler->unref(info.Env());
-             }));
+  handle.Set("abort", Napi::Function::New(env, [comm](const Napi::CallbackInfo&) { comm->requestAbort("aborted by the runtime"); }));
   return handle;
 }
 
@@ -273,6 +272,18 @@ Napi::Value DestroyCommunicator(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value AbortCommunicator(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    auto comm = Communicator::find(toString(info[0], "group"));
+    const std::string reason = toString(info[1], "reason");
+    return postTo(info.Env(), comm, [comm, reason]() -> std::optional<uint64_t> {
+             comm->abort(reason);
+             return std::nullopt;
+           })
+        ->promise();
+  });
+}
+
 Napi::Value Communicators(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const auto all = Communicator::list();
@@ -280,6 +291,7 @@ Napi::Value Communicators(const Napi::CallbackInfo& info) {
   for (size_t i = 0; i < all.size(); i++) {
     const auto& c = all[i];
     Napi::Object o = Napi::Object::New(env);
+    o.Set("id", static_cast<double>(c.id));
     o.Set("group", c.name);
     o.Set("rank", c.rank);
     o.Set("size", c.size);
@@ -389,7 +401,29 @@ Napi::Value DeregisterWindow(const Napi::CallbackInfo& info) {
   });
 }
 
+/**
+ * Keeps the addon mapped for the life of the process. Communicator threads are detached and run
+ * addon code after their last promise settles; Node unloads an addon loaded only by a worker when
+ * that worker exits, which would pull the code from under them.
+ */
+void pinAddon() {
+  static const bool pinned = [] {
+    Dl_info self;
+    return dladdr(reinterpret_cast<void*>(&pinAddon), &self) != 0 && self.dli_fname != nullptr &&
+           dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
+  }();
+  if (!pinned) {
+    const char* error = dlerror();
+    throw Failure(FailureCode::Library, std::string("cannot pin the NCCL addon in memory: ") + (error != nullptr ? error : "dladdr failed"));
+  }
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  try {
+    pinAddon();
+  } catch (const Failure& failure) {
+    throw failure.toError(env);
+  }
   exports.Set("loadNccl", Napi::Function::New(env, LoadNccl));
   exports.Set("loadCudart", Napi::Function::New(env, LoadCudart));
   exports.Set("loaded", Napi::Function::New(env, Loaded));
@@ -402,6 +436,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("copyOnDevice", Napi::Function::New(env, CopyOnDevice));
   exports.Set("createCommunicator", Napi::Function::New(env, CreateCommunicator));
   exports.Set("destroyCommunicator", Napi::Function::New(env, DestroyCommunicator));
+  exports.Set("abortCommunicator", Napi::Function::New(env, AbortCommunicator));
   exports.Set("communicators", Napi::Function::New(env, Communicators));
   exports.Set("transfer", Napi::Function::New(env, Transfer));
   exports.Set("allReduce", Napi::Function::New(env, AllReduce));

@@ -12,6 +12,7 @@ namespace {
 
 std::mutex gRegistryMutex;
 std::map<std::string, std::shared_ptr<Communicator>> gRegistry;
+std::atomic<uint64_t> gNextId{1};
 
 bool isAccepted(ncclResult_t result) { return result == ncclSuccess || result == ncclInProgress; }
 
@@ -47,7 +48,7 @@ std::vector<CommunicatorInfo> Communicator::list() {
 }
 
 Communicator::Communicator(const std::string& name, int rank, int size, int device)
-    : name_(name), rank_(rank), size_(size), device_(device) {}
+    : id_(gNextId++), name_(name), rank_(rank), size_(size), device_(device) {}
 
 Communicator::~Communicator() = default;
 
@@ -94,7 +95,7 @@ void Communicator::loop() {
 
 CommunicatorInfo Communicator::info() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return CommunicatorInfo{name_, rank_, size_, device_, ready_, broken_, registrations_.size(), windows_.size()};
+  return CommunicatorInfo{id_, name_, rank_, size_, device_, ready_, broken_, registrations_.size(), windows_.size()};
 }
 
 void Communicator::ensureReady(const char* what) {
@@ -178,17 +179,22 @@ void Communicator::init(const ncclUniqueId& id, std::chrono::milliseconds timeou
   const std::string what = "ncclCommInitRankConfig (group \"" + name_ + "\", rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ")";
   CudaRuntime& cuda = CudaRuntime::get();
   NcclLibrary& nccl = NcclLibrary::get();
-  // Before NCCL: a machine without a driver or device gets a precise NoDevice failure.
-  cuda.useDevice(device_);
-  cuda.check(cuda.streamCreateWithFlags(&stream_, TL_CUDA_STREAM_NON_BLOCKING), "cudaStreamCreateWithFlags");
+  // NCCL initializes on the current device. Without any driver or device NCCL's init runs and fails
+  // by itself (ncclUnhandledCudaError at once: it neither hangs nor crashes); only a missing ordinal
+  // on a machine with GPUs is refused first, since NCCL would then quietly use another device.
+  const std::string missing = cuda.absence(device_);
+  if (!missing.empty() && cuda.probe().count > 0) throw Failure(FailureCode::NoDevice, missing);
+  if (missing.empty()) cuda.check(cuda.setDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
   tlNcclConfig config{sizeof(tlNcclConfig), TL_NCCL_CONFIG_MAGIC, TL_NCCL_VERSION(2, 17, 0), 0,
                       TL_NCCL_CONFIG_UNDEF_INT, TL_NCCL_CONFIG_UNDEF_INT, TL_NCCL_CONFIG_UNDEF_INT, nullptr};
   ncclResult_t result = nccl.commInitRankConfig(&comm_, size_, id, rank_, &config);
   if (!isAccepted(result)) {
     const std::string text = what + " failed: " + nccl.describe(result, comm_);
     breakWith(text);
-    throw Failure(result == ncclUnhandledCudaError && cuda.probe().count == 0 ? FailureCode::NoDevice : FailureCode::Nccl, text);
+    if (result == ncclUnhandledCudaError && !missing.empty()) throw Failure(FailureCode::NoDevice, text + "; " + missing);
+    throw Failure(FailureCode::Nccl, text);
   }
+  cuda.check(cuda.streamCreateWithFlags(&stream_, TL_CUDA_STREAM_NON_BLOCKING), "cudaStreamCreateWithFlags");
   wait(what, Clock::now() + timeout, [] { return true; });
   std::lock_guard<std::mutex> lock(mutex_);
   ready_ = true;
@@ -297,6 +303,8 @@ void Communicator::deregisterWindow(uintptr_t handle, std::chrono::milliseconds 
   std::lock_guard<std::mutex> lock(mutex_);
   windows_.erase(handle);
 }
+
+void Communicator::abort(const std::string& reason) { breakWith(reason); }
 
 void Communicator::destroy(std::chrono::milliseconds timeout) {
   {

@@ -33,6 +33,8 @@ struct DeviceBuffer {
 };
 
 struct CommunicatorInfo {
+  /** New for every communicator the process creates: a group created again under the same name gets another. */
+  uint64_t id = 0;
   std::string name;
   int rank = 0;
   int size = 0;
@@ -71,6 +73,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void deregisterBuffer(uintptr_t handle, std::chrono::milliseconds timeout);
   uintptr_t registerWindow(uintptr_t address, size_t bytes, int flags, std::chrono::milliseconds timeout);
   void deregisterWindow(uintptr_t handle, std::chrono::milliseconds timeout);
+  /** ncclCommAbort now (NCCL frees the registrations and windows with it); the communicator is broken for `reason`. */
+  void abort(const std::string& reason);
   /**
    * Unregisters from the process-wide table, deregisters leftover windows (with the window API)
    * and buffers, then finalizes and destroys the communicator (or aborts it when that fails or it
@@ -93,6 +97,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /** Aborts the communicator (NCCL frees its registrations with it) and marks it broken. */
   void breakWith(const std::string& reason);
 
+  const uint64_t id_;
   const std::string name_;
   const int rank_;
   const int size_;

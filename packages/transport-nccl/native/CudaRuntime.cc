@@ -79,20 +79,23 @@ DeviceProbe CudaRuntime::probeNow() const {
   return out;
 }
 
-void CudaRuntime::useDevice(int device) const {
+std::string CudaRuntime::absence(int device) const {
   DeviceProbe p = probe();
   if (p.driverVersion == 0) {
-    throw Failure(FailureCode::NoDevice, "no NVIDIA driver is installed (cudaDriverGetVersion reports none" +
-                                             (p.errorText.empty() ? std::string(")") : "; cudaGetDeviceCount: " + p.errorText + ")"));
+    return "no NVIDIA driver is installed (cudaDriverGetVersion reports none" +
+           (p.errorText.empty() ? std::string(")") : "; cudaGetDeviceCount: " + p.errorText + ")");
   }
-  if (p.count == 0) {
-    throw Failure(FailureCode::NoDevice,
-                  "no CUDA device is visible" + (p.errorText.empty() ? std::string() : " (cudaGetDeviceCount: " + p.errorText + ")"));
-  }
+  if (p.count == 0) return "no CUDA device is visible" + (p.errorText.empty() ? std::string() : " (cudaGetDeviceCount: " + p.errorText + ")");
   if (device < 0 || device >= p.count) {
-    throw Failure(FailureCode::NoDevice, "cuda:" + std::to_string(device) + " does not exist: this process sees " + std::to_string(p.count) +
-                                             " CUDA device(s) (CUDA_VISIBLE_DEVICES narrows them)");
+    return "cuda:" + std::to_string(device) + " does not exist: this process sees " + std::to_string(p.count) +
+           " CUDA device(s) (CUDA_VISIBLE_DEVICES narrows them)";
   }
+  return std::string();
+}
+
+void CudaRuntime::useDevice(int device) const {
+  const std::string missing = absence(device);
+  if (!missing.empty()) throw Failure(FailureCode::NoDevice, missing);
   check(setDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
 }
 

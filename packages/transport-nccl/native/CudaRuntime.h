@@ -45,6 +45,9 @@ class CudaRuntime {
    */
   void useDevice(int device) const;
 
+  /** Why `device` cannot be used (no driver, no device, not that one), or "" when it exists. */
+  std::string absence(int device) const;
+
   /** Throws a Cuda failure naming `what` unless `error` is cudaSuccess. */
   void check(cudaError_t error, const std::string& what) const;
 

@@ -24,9 +24,6 @@ class Settler : public std::enable_shared_from_this<Settler> {
   /** Any thread, once. */
   void reject(const Failure& failure);
 
-  /** JS thread: the caller gave up waiting; the thread-safe function must not keep the loop alive. */
-  void unref(Napi::Env env) { tsfn_.Unref(env); }
-
  private:
   explicit Settler(Napi::Env env);
   void settle();

@@ -13,7 +13,7 @@ export interface NativeFailure extends Error {
 /** One operation running on a communicator's native thread. */
 export interface NativeOperation {
   readonly promise: Promise<void>
-  /** Ends the communicator's running wait with ncclCommAbort; the communicator is broken afterwards. */
+  /** Ends the communicator's running wait with ncclCommAbort; `promise` settles once it has; the communicator is broken afterwards. */
   readonly abort: () => void
 }
 
@@ -34,6 +34,8 @@ export interface NativeDevices {
 }
 
 export interface NativeCommunicator {
+  /** New for every communicator of the process: a group destroyed and created again gets another. */
+  readonly id: number
   readonly group: string
   readonly rank: number
   readonly size: number
@@ -63,6 +65,8 @@ export interface NcclAddon {
   readonly createCommunicator: (group: string, rank: number, size: number, device: number, uniqueId: Uint8Array, timeoutMs: number) => NativeOperation
   /** Deregisters leftover windows and buffers, finalizes and destroys (aborts on failure). */
   readonly destroyCommunicator: (group: string, timeoutMs: number) => Promise<void>
+  /** ncclCommAbort on the communicator's thread, after the work posted before; it is broken for `reason` afterwards. */
+  readonly abortCommunicator: (group: string, reason: string) => Promise<void>
   readonly communicators: () => ReadonlyArray<NativeCommunicator>
   /** Every buffer to (or from) `peer` inside one ncclGroupStart/ncclGroupEnd. */
   readonly transfer: (group: string, peer: number, send: boolean, buffers: ReadonlyArray<NativeBuffer>, timeoutMs: number) => NativeOperation

@@ -9,15 +9,20 @@
 import { MissingGroupError, group as memberOf } from "@tensorlane/core"
 import { NcclRegistrationError } from "./Errors.js"
 import type { NcclMemPool, PoolSegment, SegmentRegistration } from "./NcclMemPool.js"
-import { requireFeature } from "./NcclVersion.js"
-import { type PoolGroup, type Step, gatherJson, runAgreed } from "./internal/agreement.js"
+import { requireFeature, supports } from "./NcclVersion.js"
+import { type Collective, type PoolGroup, type Step, gatherJson, messageOf, runAgreed, runLockstep } from "./internal/agreement.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
 
 export type { PoolGroup }
 
 export interface RegistrationOptions {
-  /** Register as NCCL windows (symmetric memory) rather than buffers. Default: the pool's `symmetric`. */
+  /**
+   * Register as NCCL windows (symmetric memory) rather than buffers. Default: the pool's `symmetric`,
+   * else Megatron's default (symmetric=True): windows, or buffers when the loaded NCCL is older than
+   * 2.27.3 (as Megatron falls back when symmetric registration is unavailable). Asking for windows
+   * explicitly on such an NCCL is an NcclVersionError.
+   */
   readonly symmetric?: boolean
   /** Limit of each NCCL call and of each exchange between the ranks. Default 60 s. */
   readonly timeoutMs?: number
@@ -28,8 +33,14 @@ const DEFAULT_TIMEOUT_MS = 60_000
 /** A group name (inside an actor: the actor's membership of it) or a group member. */
 export const resolveGroup = (group: PoolGroup | string): PoolGroup => (typeof group === "string" ? memberOf(group) : group)
 
+interface Bound {
+  readonly loaded: LoadedNccl
+  /** The native id of the group's communicator. */
+  readonly communicator: number
+}
+
 /** The loaded NCCL, checked to hold a communicator for `group` on the pool's device. */
-const communicatorFor = (pool: NcclMemPool, group: PoolGroup): LoadedNccl => {
+const communicatorFor = (pool: NcclMemPool, group: PoolGroup): Bound => {
   const loaded = loadCuda()
   const comm = loaded.addon.communicators().find((c) => c.group === group.name)
   if (comm === undefined) {
@@ -44,7 +55,36 @@ const communicatorFor = (pool: NcclMemPool, group: PoolGroup): LoadedNccl => {
       backend: TRANSPORT,
     })
   }
-  return loaded
+  return { loaded, communicator: comm.id }
+}
+
+/**
+ * Drops the registrations whose communicator is gone (its group destroyed, perhaps created again):
+ * destroying a communicator deregistered them in NCCL, and their handles mean nothing to its successor.
+ */
+export const forgetEndedRegistrations = (pool: NcclMemPool): void => {
+  if (pool.registrations.size === 0) return
+  const live = new Map(loadCuda().addon.communicators().map((c) => [c.group, c.id]))
+  for (const [group, registered] of pool.registrations) {
+    for (const [index, r] of registered) if (r.communicator !== live.get(group)) registered.delete(index)
+    if (registered.size === 0) pool.registrations.delete(group)
+  }
+}
+
+/** Applies the steps on every rank, all or nothing; windows in lockstep, since their calls are collective. */
+const apply = (bound: Bound, pool: NcclMemPool, group: PoolGroup, what: string, steps: ReadonlyArray<Step>, windows: boolean, timeoutMs: number): Promise<void> => {
+  if (!windows) return runAgreed(group, what, steps, timeoutMs)
+  const collective: Collective = {
+    broken: () => {
+      const comm = bound.loaded.addon.communicators().find((c) => c.id === bound.communicator)
+      return comm === undefined ? "destroyed" : comm.broken
+    },
+    abort: async (reason) => {
+      await bound.loaded.addon.abortCommunicator(group.name, reason)
+      pool.registrations.delete(group.name)
+    },
+  }
+  return runLockstep(group, what, steps, timeoutMs, collective)
 }
 
 const registrationsOf = (pool: NcclMemPool, group: string): Map<number, SegmentRegistration> => {
@@ -62,7 +102,7 @@ const call = async <A>(loaded: LoadedNccl, pool: NcclMemPool, what: string, run:
   }
 }
 
-const registerStep = (loaded: LoadedNccl, pool: NcclMemPool, group: string, segment: PoolSegment, kind: SegmentRegistration["kind"], timeoutMs: number): Step => {
+const registerStep = ({ loaded, communicator }: Bound, pool: NcclMemPool, group: string, segment: PoolSegment, kind: SegmentRegistration["kind"], timeoutMs: number): Step => {
   const label = `${kind === "window" ? "ncclCommWindowRegister" : "ncclCommRegister"} of segment ${segment.index} (${segment.byteLength} bytes)`
   const registered = registrationsOf(pool, group)
   return {
@@ -73,7 +113,7 @@ const registerStep = (loaded: LoadedNccl, pool: NcclMemPool, group: string, segm
           ? loaded.addon.registerWindow(group, segment.address, segment.byteLength, true, timeoutMs)
           : loaded.addon.register(group, segment.address, segment.byteLength, timeoutMs),
       )
-      registered.set(segment.index, { kind, handle })
+      registered.set(segment.index, { kind, handle, communicator })
     },
     undo: async () => {
       await deregisterOne(loaded, pool, group, segment.index, timeoutMs)
@@ -98,20 +138,45 @@ interface Plan {
   readonly op: "register" | "deregister"
   readonly kind: SegmentRegistration["kind"] | "any"
   readonly sizes: ReadonlyArray<number>
+  /** Why this rank refused before any NCCL call (no such communicator, another device, a buffer/window mix, NCCL too old). */
+  readonly refused?: string
 }
 
 const describePlan = (p: Plan): string => `${p.op} ${p.sizes.length} segment(s) [${p.sizes.join(", ")}] as ${p.kind}`
 
-/** Fails on every rank, before any NCCL call, when the ranks plan different things. */
-const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, collective: boolean, timeoutMs: number): Promise<void> => {
+/**
+ * Fails on every rank, before any NCCL call, when a rank refused or the ranks plan different things.
+ * A rank that refused raises its own error; the others an NcclRegistrationError naming it. Every
+ * rank takes part in the same exchange, so the group's exchanges stay in step.
+ */
+const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, refusal: unknown, timeoutMs: number): Promise<void> => {
   const plans = await gatherJson(group, plan, timeoutMs)
-  const same = (p: Plan) => p.op === plan.op && p.kind === plan.kind && (!collective || p.sizes.join() === plan.sizes.join())
+  const refusedRanks = plans.flatMap((p, rank) => (p.refused === undefined ? [] : [rank]))
+  if (plan.refused !== undefined) throw refusal
+  if (refusedRanks.length > 0) {
+    throw new NcclRegistrationError({
+      message: `${what}: ${refusedRanks.map((r) => `rank ${r} refused (${plans[r].refused})`).join("; ")}; nothing was registered or deregistered`,
+      group: group.name,
+      failedRanks: refusedRanks,
+    })
+  }
+  // Windows are collective: every rank must (de)register the same sizes in the same order.
+  const same = (p: Plan) => p.op === plan.op && p.kind === plan.kind && (plan.kind !== "window" || p.sizes.join() === plan.sizes.join())
   if (plans.every(same)) return
   throw new NcclRegistrationError({
     message: `${what}: the ranks disagree (${plans.map((p, r) => `rank ${r}: ${describePlan(p)}`).join("; ")}); nothing was registered or deregistered`,
     group: group.name,
     failedRanks: [],
   })
+}
+
+/** This rank's preparation, or the error that refused it (to be shared with the other ranks before raising it). */
+const prepare = <A>(op: Plan["op"], make: () => A): { readonly ready: A; readonly plan?: undefined } | { readonly ready?: undefined; readonly plan: Plan; readonly refusal: unknown } => {
+  try {
+    return { ready: make() }
+  } catch (refusal) {
+    return { plan: { op, kind: "any", sizes: [], refused: messageOf(refusal) }, refusal }
+  }
 }
 
 /**
@@ -121,24 +186,30 @@ const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, collectiv
  */
 export const registerMemPool = async (pool: NcclMemPool, group: PoolGroup | string, options: RegistrationOptions = {}): Promise<void> => {
   const member = resolveGroup(group)
-  const symmetric = options.symmetric ?? pool.symmetric
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const what = `registering pool "${pool.name}" with group "${member.name}" (rank ${member.rank})`
-  const loaded = communicatorFor(pool, member)
-  requireFeature(loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
-  const kind = symmetric ? "window" : "buffer"
-  const registered = registrationsOf(pool, member.name)
-  const other = [...registered.values()].find((r) => r.kind !== kind)
-  if (other !== undefined) {
-    throw new NcclRegistrationError({
-      message: `${what}: the pool is registered with this group as ${other.kind}s; deregisterMemPool before registering it as ${kind}s`,
-      group: member.name,
-      failedRanks: [member.rank],
-    })
-  }
-  const fresh = pool.segments.filter((s) => !registered.has(s.index))
-  await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, symmetric, timeoutMs)
-  await runAgreed(member, what, fresh.map((s) => registerStep(loaded, pool, member.name, s, kind, timeoutMs)), timeoutMs)
+  const local = prepare("register", () => {
+    const bound = communicatorFor(pool, member)
+    forgetEndedRegistrations(pool)
+    const symmetric = options.symmetric ?? pool.symmetric ?? supports(bound.loaded.version, "windows")
+    requireFeature(bound.loaded.version, symmetric ? "windows" : "registration", symmetric ? "registering a pool as NCCL windows" : "registering a pool with a communicator")
+    const kind = symmetric ? "window" : "buffer"
+    const registered = registrationsOf(pool, member.name)
+    const other = [...registered.values()].find((r) => r.kind !== kind)
+    if (other !== undefined) {
+      throw new NcclRegistrationError({
+        message: `${what}: the pool is registered with this group as ${other.kind}s; deregisterMemPool before registering it as ${kind}s`,
+        group: member.name,
+        failedRanks: [member.rank],
+      })
+    }
+    return { bound, kind, fresh: pool.segments.filter((s) => !registered.has(s.index)) } as const
+  })
+  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, timeoutMs)
+  const { bound, kind, fresh } = local.ready
+  await agreeOnPlan(member, what, { op: "register", kind, sizes: fresh.map((s) => s.byteLength) }, undefined, timeoutMs)
+  const steps = fresh.map((s) => registerStep(bound, pool, member.name, s, kind, timeoutMs))
+  await apply(bound, pool, member, what, steps, kind === "window", timeoutMs)
 }
 
 /**
@@ -149,8 +220,13 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
   const member = resolveGroup(group)
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const what = `deregistering pool "${pool.name}" from group "${member.name}" (rank ${member.rank})`
-  const loaded = communicatorFor(pool, member)
-  const registered = registrationsOf(pool, member.name)
+  const local = prepare("deregister", () => {
+    const bound = communicatorFor(pool, member)
+    forgetEndedRegistrations(pool)
+    return { bound, registered: registrationsOf(pool, member.name) }
+  })
+  if (local.ready === undefined) return agreeOnPlan(member, what, local.plan, local.refusal, timeoutMs)
+  const { bound, registered } = local.ready
   const entries = [...registered.entries()].sort(([a], [b]) => b - a)
   const windows = entries.some(([, r]) => r.kind === "window")
   const segments = new Map(pool.segments.map((s) => [s.index, s]))
@@ -158,13 +234,13 @@ export const deregisterMemPool = async (pool: NcclMemPool, group: PoolGroup | st
     member,
     what,
     { op: "deregister", kind: windows ? "window" : "any", sizes: entries.map(([i]) => segments.get(i)!.byteLength) },
-    windows,
+    undefined,
     timeoutMs,
   )
   const steps = entries.map(([index, registration]): Step => {
-    const again = registerStep(loaded, pool, member.name, segments.get(index)!, registration.kind, timeoutMs)
-    return { label: `deregistering segment ${index}`, apply: () => deregisterOne(loaded, pool, member.name, index, timeoutMs), undo: again.apply }
+    const again = registerStep(bound, pool, member.name, segments.get(index)!, registration.kind, timeoutMs)
+    return { label: `deregistering segment ${index}`, apply: () => deregisterOne(bound.loaded, pool, member.name, index, timeoutMs), undo: again.apply }
   })
-  await runAgreed(member, what, steps, timeoutMs)
+  await apply(bound, pool, member, what, steps, windows, timeoutMs)
   if (registered.size === 0) pool.registrations.delete(member.name)
 }

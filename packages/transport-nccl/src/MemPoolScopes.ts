@@ -11,15 +11,21 @@
  *
  * Modes: "new-segments" (default) registers on exit only the segments not yet registered;
  * "reregister" is Megatron's behaviour, deregistering the whole pool on enter and registering it all
- * again on exit (for NCCL versions or setups that must see one registration per context).
+ * again on exit (for NCCL versions or setups that must see one registration per context). When
+ * deregistering from a later group fails, the groups already deregistered are registered again
+ * (with the kind they had) before the error is raised, so entering changes nothing. That is collective
+ * too: members of an earlier group who are not in the failing one entered their scope without error,
+ * and take part in it when they leave their scope (which registers the pool with that group anyway).
  * Groups are registered in one canonical order (by name), the same on every rank, since window
  * registration is collective. Each group's registration is all-or-nothing across its members; a
  * failure with a later group leaves earlier groups registered (their members not in the failing
  * group have already left the scope).
  */
 import { type Allocator, withAllocator } from "@tensorlane/core"
+import { NcclRegistrationError } from "./Errors.js"
 import { type PoolGroup, type RegistrationOptions, deregisterMemPool, registerMemPool, resolveGroup } from "./MemPoolRegistration.js"
 import type { NcclMemPool } from "./NcclMemPool.js"
+import { messageOf } from "./internal/agreement.js"
 
 export type RegistrationMode = "new-segments" | "reregister"
 
@@ -59,10 +65,35 @@ const canonical = (groups: ReadonlyArray<PoolGroup | string>): Array<PoolGroup> 
   return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 }
 
-const enter = async (pool: NcclMemPool, groups: ReadonlyArray<PoolGroup>, options: RegistrationOptions & { mode?: RegistrationMode }): Promise<NcclMemScope> => {
-  if (options.mode === "reregister") {
-    for (const g of groups) await deregisterMemPool(pool, g, options)
+/** Deregisters the pool from every group, in order; on a failure registers the groups already done again, then raises it. */
+const deregisterAll = async (pool: NcclMemPool, groups: ReadonlyArray<PoolGroup>, options: RegistrationOptions): Promise<void> => {
+  const kinds = new Map(groups.map((g) => [g.name, pool.registrations.get(g.name)?.values().next().value?.kind]))
+  const done: Array<PoolGroup> = []
+  try {
+    for (const g of groups) {
+      await deregisterMemPool(pool, g, options)
+      done.push(g)
+    }
+  } catch (error) {
+    const failed = groups[done.length]
+    const undoFailures: Array<string> = []
+    for (const g of done.reverse()) {
+      const kind = kinds.get(g.name)
+      await registerMemPool(pool, g, { ...options, symmetric: kind === undefined ? options.symmetric : kind === "window" }).catch((undo: unknown) => {
+        undoFailures.push(`registering "${g.name}" again: ${messageOf(undo)}`)
+      })
+    }
+    if (undoFailures.length === 0) throw error
+    throw new NcclRegistrationError({
+      message: `${messageOf(error)}; and ${undoFailures.join("; ")}`,
+      group: failed.name,
+      failedRanks: error instanceof NcclRegistrationError ? error.failedRanks : [failed.rank],
+    })
   }
+}
+
+const enter = async (pool: NcclMemPool, groups: ReadonlyArray<PoolGroup>, options: RegistrationOptions & { mode?: RegistrationMode }): Promise<NcclMemScope> => {
+  if (options.mode === "reregister") await deregisterAll(pool, groups, options)
   return scope(pool, pool, async () => {
     for (const g of groups) await registerMemPool(pool, g, options)
   })

@@ -21,6 +21,7 @@ import {
   parseDevice,
 } from "@tensorlane/core"
 import { copyStorage, cudaCall } from "./CudaAllocator.js"
+import { forgetEndedRegistrations } from "./MemPoolRegistration.js"
 import { communicatorDevice } from "./NcclTransport.js"
 import { supports } from "./NcclVersion.js"
 import { loadCuda } from "./internal/loadAddon.js"
@@ -34,7 +35,10 @@ const BLOCK_ALIGNMENT = 256
 export interface NcclMemPoolOptions {
   /** Default: the device of this process's communicators ($TENSORLANE_NCCL_DEVICE, else cuda:0). */
   readonly device?: Device
-  /** How registerMemPool and the scopes register this pool unless told: NCCL windows (true) or buffers. Default false. */
+  /**
+   * How registerMemPool and the scopes register this pool unless told: NCCL windows (true) or
+   * buffers (false). Unset: Megatron's default, windows, or buffers when the loaded NCCL has none.
+   */
   readonly symmetric?: boolean
   /** Smallest segment; larger requests get a segment of their own, rounded up to it. */
   readonly segmentBytes?: number
@@ -54,6 +58,8 @@ export interface PoolSegment {
 export interface SegmentRegistration {
   readonly kind: "buffer" | "window"
   readonly handle: bigint
+  /** The native id of the communicator holding it: destroying the group ends the registration. */
+  readonly communicator: number
 }
 
 interface Block {
@@ -90,7 +96,7 @@ class PoolBlockStorage implements Storage {
 export class NcclMemPool implements MemoryPool {
   readonly name: string
   readonly device: Device
-  readonly symmetric: boolean
+  readonly symmetric: boolean | undefined
   readonly region = undefined
   readonly segmentBytes: number
   readonly maxBytes: number
@@ -104,7 +110,7 @@ export class NcclMemPool implements MemoryPool {
     this.device = parseDevice(options.device ?? communicatorDevice())
     if (!isCuda(this.device)) throw new DeviceError({ message: `an NCCL memory pool holds CUDA memory, not ${this.device}`, device: this.device })
     this.name = options.name ?? `nccl-pool:${this.device}`
-    this.symmetric = options.symmetric ?? false
+    this.symmetric = options.symmetric
     this.segmentBytes = options.segmentBytes ?? DEFAULT_SEGMENT_BYTES
     this.maxBytes = options.maxBytes ?? Infinity
     if (!Number.isSafeInteger(this.segmentBytes) || this.segmentBytes < BLOCK_ALIGNMENT) {
@@ -163,6 +169,7 @@ export class NcclMemPool implements MemoryPool {
    */
   destroy(): void {
     if (this.destroyed) return
+    forgetEndedRegistrations(this)
     const registered = [...this.registrations].filter(([, r]) => r.size > 0).map(([g]) => g)
     if (registered.length > 0) {
       throw new UnsupportedOperationError({ message: `pool "${this.name}" is still registered with ${registered.join(", ")}: deregisterMemPool first` })

@@ -73,7 +73,11 @@ const groupOf = (name: string): Group => {
   return group
 }
 
-/** Runs a native operation until it settles, or until the signal aborts it: then at once with the signal's reason. */
+/**
+ * Runs a native operation until it settles. When the signal aborts it, the communicator is aborted
+ * and the call rejects with the signal's reason once the native operation has stopped: until then
+ * NCCL may still read or write the tensors, which the caller frees or reuses after the rejection.
+ */
 const run = (group: Group, start: () => NativeOperation, signal: AbortSignal | undefined, what: string, timeoutMs: number): Promise<void> => {
   if (signal?.aborted) return Promise.reject(signal.reason)
   const context = { addon: group.addon, device: group.device, timeoutMs }
@@ -86,17 +90,18 @@ const run = (group: Group, start: () => NativeOperation, signal: AbortSignal | u
   return new Promise<void>((resolve, reject) => {
     const onAbort = () => {
       operation.abort()
-      reject(signal!.reason)
+      const stopped = () => reject(signal!.reason)
+      operation.promise.then(stopped, stopped)
     }
     signal?.addEventListener("abort", onAbort, { once: true })
     operation.promise.then(
       () => {
         signal?.removeEventListener("abort", onAbort)
-        resolve()
+        if (!signal?.aborted) resolve()
       },
       (error) => {
         signal?.removeEventListener("abort", onAbort)
-        reject(toTensorlaneError(error, what, context))
+        if (!signal?.aborted) reject(toTensorlaneError(error, what, context))
       },
     )
   })

@@ -6,9 +6,11 @@
  * between GPUs (the *.gpu.test.ts files do that on real GPUs). Two ranks live in this one process:
  * their groups are named "<group>#<rank>" and exchange blobs in memory.
  */
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import { Tensor } from "@tensorlane/core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import {
@@ -31,7 +33,8 @@ import { buildDoubles, readLog } from "./double/build.js"
 
 const doubles = buildDoubles()
 const LOG = join(os.tmpdir(), `fake-nccl-${process.pid}.log`)
-Object.assign(process.env, doubles.env, { FAKE_NCCL_LOG: LOG })
+// Window calls wait for every rank, as NCCL's do.
+Object.assign(process.env, doubles.env, { FAKE_NCCL_LOG: LOG, FAKE_NCCL_COLLECTIVE: "1" })
 
 /** In-memory all-gather among `worldSize` members, round by round (the control plane's role). */
 const exchange = (worldSize: number) => {
@@ -69,6 +72,7 @@ beforeEach(() => {
   fs.rmSync(LOG, { force: true })
   delete process.env.FAKE_NCCL_FAIL
   delete process.env.FAKE_NCCL_HANG
+  delete process.env.FAKE_NCCL_ABORT_MS
 })
 afterAll(() => fs.rmSync(LOG, { force: true }))
 
@@ -175,12 +179,14 @@ describe("timeouts and aborts end with ncclCommAbort", () => {
   it("an aborted transfer aborts the communicator, which stays broken until the group is created again", async () => {
     await solo("hang")
     process.env.FAKE_NCCL_HANG = "ncclSend"
+    process.env.FAKE_NCCL_ABORT_MS = "200"
     const controller = new AbortController()
     const tensors = [Tensor.ones([4]).to("cuda:0")]
     const sending = nccl.send!({ object: { objectId: "h1", tensors }, group: "hang", toRank: 0, signal: controller.signal })
     setTimeout(() => controller.abort(new Error("peer died")), 50)
     await expect(sending).rejects.toThrow("peer died")
-    await expect.poll(() => calls("ncclCommAbort", 0).length).toBe(1)
+    // Rejected only once NCCL stopped (ncclCommAbort returned): until then it may still write the buffers.
+    expect(calls("ncclCommAbort", 0)).toHaveLength(1)
     expect(ncclStatus().communicators.find((c) => c.group === "hang")?.broken).toMatch(/aborted/)
     delete process.env.FAKE_NCCL_HANG
     await expect(nccl.send!({ object: { objectId: "h2", tensors }, group: "hang", toRank: 0, signal: new AbortController().signal })).rejects.toMatchObject({
@@ -217,7 +223,7 @@ describe("NCCL memory pools", () => {
     tp = await createPair("tp")
   })
   beforeEach(() => {
-    pools = [0, 1].map((rank) => createNcclMemPool({ segmentBytes: 4096, name: `pool-${rank}` }))
+    pools = [0, 1].map((rank) => createNcclMemPool({ segmentBytes: 4096, name: `pool-${rank}`, symmetric: false }))
   })
   afterAll(async () => {
     for (const name of ["dp#0", "dp#1", "tp#0", "tp#1"]) await nccl.destroyGroup!(name)
@@ -301,6 +307,26 @@ describe("NCCL memory pools", () => {
     await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, dp[rank])))
   })
 
+  it("a rank-local refusal (another device, buffers vs windows) fails every rank in the same round, rounds kept in step", async () => {
+    for (const pool of pools) pool.allocate(4096)
+    const elsewhere = createNcclMemPool({ device: "cuda:1", segmentBytes: 4096 })
+    const [onOne, onZero] = await Promise.allSettled([registerMemPool(pools[0], dp[0]), registerMemPool(elsewhere, dp[1])])
+    expect((onZero as PromiseRejectedResult).reason).toMatchObject({ _tag: "MissingGroupError", message: expect.stringMatching(/cuda:1/) })
+    expect((onOne as PromiseRejectedResult).reason).toMatchObject({
+      _tag: "NcclRegistrationError",
+      failedRanks: [1],
+      message: expect.stringMatching(/rank 1 refused \(.*cuda:1.*\); nothing was registered/),
+    })
+    await Promise.all(pools.map((pool, rank) => registerMemPool(pool, dp[rank])))
+    const [asWindows, asBuffers] = await Promise.allSettled([registerMemPool(pools[0], dp[0], { symmetric: true }), registerMemPool(pools[1], dp[1])])
+    expect((asWindows as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", message: expect.stringMatching(/as buffers; deregisterMemPool/) })
+    expect((asBuffers as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", failedRanks: [0] })
+    expect(calls("ncclCommWindowRegister")).toEqual([])
+    // Still in step: the next collective call pairs up on both ranks.
+    await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, dp[rank])))
+    expect(calls("ncclCommDeregister")).toHaveLength(2)
+  })
+
   it("symmetric registration (windows) needs every rank to plan the same segments, else nothing happens", async () => {
     pools[0].allocate(4096)
     pools[0].allocate(4096)
@@ -313,12 +339,63 @@ describe("NCCL memory pools", () => {
     expect(calls("ncclCommWindowRegister")).toEqual([])
   })
 
+  it("windows register in lockstep: a rank failing one aborts every rank's communicator, never a rollback peers cannot join", async () => {
+    const wf = await createPair("wfail")
+    const symmetric = [0, 1].map(() => createNcclMemPool({ segmentBytes: 4096, symmetric: true }))
+    for (const pool of symmetric) {
+      pool.allocate(4096)
+      pool.allocate(4096)
+    }
+    process.env.FAKE_NCCL_FAIL = "ncclCommWindowRegister:1:1"
+    const results = await Promise.allSettled(symmetric.map((pool, rank) => registerMemPool(pool, wf[rank], { timeoutMs: 300 })))
+    for (const r of results) {
+      expect((r as PromiseRejectedResult).reason).toMatchObject({
+        _tag: "NcclRegistrationError",
+        failedRanks: [0, 1],
+        message: expect.stringMatching(/ncclCommWindowRegister of segment 1.*injected.*aborted its communicator.*destroy the group and create it again/),
+      })
+    }
+    // Rank 0 waited in segment 1's collective call until its limit; nobody then deregistered segment 0 alone.
+    expect(calls("ncclCommWindowRegister", 0)).toHaveLength(2)
+    expect(calls("ncclCommWindowDeregister")).toEqual([])
+    const broken = (rank: number) => ncclStatus().communicators.find((c) => c.group === `wfail#${rank}`)?.broken
+    expect(broken(0)).toMatch(/ncclCommWindowRegister in group "wfail#0" timed out/)
+    expect(broken(1)).toMatch(/failed on rank 0 .* rank 1/)
+    for (const rank of [0, 1]) {
+      expect(symmetric[rank].registrations.size).toBe(0)
+      await nccl.destroyGroup!(`wfail#${rank}`)
+    }
+  })
+
+  it("windows register in lockstep: when every rank's NCCL refuses the same segment, all undo together and stay usable", async () => {
+    const symmetric = [0, 1].map(() => createNcclMemPool({ segmentBytes: 4096, symmetric: true }))
+    for (const pool of symmetric) {
+      pool.allocate(4096)
+      pool.allocate(4096)
+    }
+    // Both ranks' segment 0 succeed (two calls), then both ranks' segment 1 is refused.
+    process.env.FAKE_NCCL_FAIL = "ncclCommWindowRegister:-1:2"
+    const results = await Promise.allSettled(symmetric.map((pool, rank) => registerMemPool(pool, tp[rank], { timeoutMs: 2000 })))
+    delete process.env.FAKE_NCCL_FAIL
+    for (const r of results) {
+      expect((r as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", failedRanks: [0, 1], message: expect.stringMatching(/every rank rolled back/) })
+    }
+    for (const rank of [0, 1]) {
+      expect(calls("ncclCommWindowDeregister", rank)).toHaveLength(1)
+      expect(ncclStatus().communicators.find((c) => c.group === `tp#${rank}`)).toMatchObject({ broken: undefined, windows: 0 })
+    }
+    await Promise.all(symmetric.map((pool, rank) => registerMemPool(pool, tp[rank])))
+    await Promise.all(symmetric.map((pool, rank) => deregisterMemPool(pool, tp[rank])))
+    expect(calls("ncclCommWindowRegister").filter((l) => !l.endsWith("failed"))).toHaveLength(6)
+  })
+
   it("windows are registered with the window API and deregistered with it", async () => {
     for (const pool of pools) pool.allocate(4096)
     await Promise.all(pools.map((pool, rank) => registerMemPool(pool, tp[rank], { symmetric: true })))
     expect(calls("ncclCommWindowRegister", 0).map((l) => field(l, "flags"))).toEqual(["1"])
     expect(calls("ncclCommRegister")).toEqual([])
-    await expect(registerMemPool(pools[0], tp[0], { symmetric: false })).rejects.toMatchObject({ _tag: "NcclRegistrationError" })
+    const mixed = await Promise.allSettled(pools.map((pool, rank) => registerMemPool(pool, tp[rank], { symmetric: false })))
+    for (const r of mixed) expect((r as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", message: expect.stringMatching(/as windows/) })
     await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, tp[rank])))
     expect(calls("ncclCommWindowDeregister", 0)).toHaveLength(1)
   })
@@ -345,6 +422,23 @@ describe("NCCL memory pools", () => {
     await Promise.all(pools.map((pool, rank) => deregisterMemPool(pool, dp[rank])))
   })
 
+  it("reregister mode: when deregistering a later group fails, the earlier groups are registered again", async () => {
+    for (const pool of pools) pool.allocate(4096)
+    await Promise.all(pools.flatMap((pool, rank) => [registerMemPool(pool, dp[rank]), registerMemPool(pool, tp[rank])]))
+    fs.rmSync(LOG, { force: true })
+    // dp (first in canonical order) deregisters on both ranks; tp fails on rank 1.
+    process.env.FAKE_NCCL_FAIL = "ncclCommDeregister:1:1"
+    const results = await Promise.allSettled(pools.map((pool, rank) => multiGroupMemPool(pool, [tp[rank], dp[rank]], { mode: "reregister" })))
+    delete process.env.FAKE_NCCL_FAIL
+    for (const r of results) expect((r as PromiseRejectedResult).reason).toMatchObject({ _tag: "NcclRegistrationError", group: expect.stringMatching(/^tp#/), failedRanks: [1] })
+    for (const rank of [0, 1]) {
+      expect([...pools[rank].registrations.keys()].sort()).toEqual([`dp#${rank}`, `tp#${rank}`])
+      expect(ncclStatus().communicators.find((c) => c.group === `dp#${rank}`)?.registrations).toBe(1)
+    }
+    expect(registeredPointers(0)).toEqual([hex(pools[0].segments[0].address), hex(pools[0].segments[0].address)])
+    await Promise.all(pools.flatMap((pool, rank) => [deregisterMemPool(pool, dp[rank]), deregisterMemPool(pool, tp[rank])]))
+  })
+
   it("multiGroupMemPool registers with every group in one canonical order, whatever order each rank gives", async () => {
     const orders = [
       [tp[0], dp[0]],
@@ -362,6 +456,49 @@ describe("NCCL memory pools", () => {
       expect([...pools[rank].registrations.keys()]).toEqual([`dp#${rank}`, `tp#${rank}`])
     }
     await Promise.all(pools.flatMap((pool, rank) => [deregisterMemPool(pool, dp[rank]), deregisterMemPool(pool, tp[rank])]))
+  })
+
+  it("by default pools register as windows (Megatron's symmetric=True), through registerMemPool and the scopes", async () => {
+    const megatron = [0, 1].map((rank) => createNcclMemPool({ segmentBytes: 4096, name: `megatron-${rank}` }))
+    expect(megatron[0].symmetric).toBeUndefined()
+    await Promise.all(
+      megatron.map(async (pool, rank) => {
+        await using mem = await multiGroupMemPool(pool, [tp[rank]])
+        mem.run(() => Tensor.zeros([16], { device: "cuda:0" }))
+      }),
+    )
+    await Promise.all(
+      megatron.map(async (pool, rank) => {
+        await using mem = await ncclMem(pool, { group: tp[rank] })
+        mem.run(() => Tensor.zeros([4096], { device: "cuda:0" }))
+      }),
+    )
+    for (const pool of megatron) pool.allocate(4096)
+    await Promise.all(megatron.map((pool, rank) => registerMemPool(pool, tp[rank])))
+    expect(calls("ncclCommWindowRegister", 0).map((l) => field(l, "flags"))).toEqual(["1", "1", "1"])
+    expect(calls("ncclCommRegister")).toEqual([])
+    await Promise.all(megatron.map((pool, rank) => deregisterMemPool(pool, tp[rank])))
+  })
+
+  it("with an NCCL older than 2.27.3 the default falls back to buffers; asking for windows is an NcclVersionError", async () => {
+    const script = `
+      import { createNcclMemPool, nccl, registerMemPool, ncclStatus } from "@tensorlane/transport-nccl"
+      await nccl.createGroup({ name: "old", rank: 0, worldSize: 1, members: [], timeoutMs: 10000, allGather: async (b) => [b] })
+      const member = { name: "old", rank: 0, worldSize: 1, allGather: async (b) => [b] }
+      const pool = createNcclMemPool({ segmentBytes: 4096 })
+      pool.allocate(10)
+      await registerMemPool(pool, member)
+      const kinds = [...pool.registrations.get("old").values()].map((r) => r.kind)
+      const windows = await registerMemPool(createNcclMemPool({ symmetric: true }), member).catch((e) => e._tag)
+      console.log(JSON.stringify({ version: ncclStatus().version, kinds, windows }))
+      process.exit(0)
+    `
+    const repo = new URL("../../..", import.meta.url).pathname
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: repo,
+      env: { ...process.env, FAKE_NCCL_VERSION: "22702", FAKE_NCCL_LOG: "" },
+    })
+    expect(JSON.parse(stdout)).toEqual({ version: "2.27.2", kinds: ["buffer"], windows: "NcclVersionError" })
   })
 
   it("a disabled scope and memPoolWithoutRegistration register nothing", async () => {
@@ -392,6 +529,26 @@ describe("NCCL memory pools", () => {
     fs.rmSync(LOG, { force: true })
     await nccl.destroyGroup!("windows#0")
     expect(readLog(LOG).map((l) => l.split(" ")[0])).toEqual(["ncclCommWindowDeregister", "ncclCommFinalize", "ncclCommDestroy"])
+  })
+
+  it("registrations end with their group: the pool can be destroyed, or registered with the group created again", async () => {
+    let [solo] = await createPair("renew", 1)
+    const pool = createNcclMemPool({ segmentBytes: 4096, symmetric: false })
+    const block = pool.allocate(10)
+    await registerMemPool(pool, solo)
+    await nccl.destroyGroup!("renew#0")
+    ;[solo] = await createPair("renew", 1)
+    fs.rmSync(LOG, { force: true })
+    await registerMemPool(pool, solo)
+    expect(registeredPointers(0)).toEqual([hex(pool.segments[0].address)])
+    await deregisterMemPool(pool, solo)
+    expect(calls("ncclCommDeregister", 0)).toHaveLength(1)
+    await registerMemPool(pool, solo)
+    await nccl.destroyGroup!("renew#0")
+    pool.free(block)
+    pool.destroy()
+    expect(pool.registrations.size).toBe(0)
+    expect(calls("ncclMemFree")).toHaveLength(1)
   })
 
   it("the window API for symmetric-mem: ncclMemAlloc'd storage registered as a window and back", async () => {

@@ -54,7 +54,7 @@ describe.skipIf(hasGpu)("without a GPU", () => {
     expect(ncclStatus().devices).toMatchObject({ count: 0, driverVersion: 0 })
   })
 
-  it("communicator init fails with NoCudaDeviceError and leaves no communicator behind", async () => {
+  it("NCCL's own communicator init runs, fails, and that is a NoCudaDeviceError leaving no communicator behind", async () => {
     const gathered: Array<Uint8Array> = []
     const creating = nccl.createGroup!({
       name: "no-gpu",
@@ -66,6 +66,10 @@ describe.skipIf(hasGpu)("without a GPU", () => {
     })
     await expect(creating).rejects.toMatchObject({ _tag: "NoCudaDeviceError", device: "cuda:0", driverVersion: 0, deviceCount: 0 })
     await expect(creating).rejects.toThrow(/no NVIDIA driver/)
+    // The failure is NCCL's (ncclCommInitRankConfig ran with the wheel's library), not a pre-check of the CUDA runtime.
+    await expect(creating).rejects.toThrow(
+      /ncclCommInitRankConfig \(group "no-gpu", rank 0 of 1\) failed: ncclUnhandledCudaError: .*Cuda failure 'CUDA driver version is insufficient/,
+    )
     // Rank 0 shared a real unique id before init failed.
     expect(gathered[0].byteLength).toBe(128)
     expect(ncclStatus().communicators).toEqual([])
@@ -88,6 +92,21 @@ describe.skipIf(hasGpu)("without a GPU", () => {
     expect(error).toMatchObject({ _tag: "MissingGroupError", backend: "nccl" })
     const status = await Effect.runPromise(NcclEffect.ncclStatus)
     expect(status.version).toBe("2.28.9")
+  })
+})
+
+describe("the addon's lifetime", () => {
+  it("stays mapped after the only worker that loaded it exits (its communicator threads may outlive the worker)", async () => {
+    const script = `
+      import { Worker } from "node:worker_threads"
+      import * as fs from "node:fs"
+      const worker = new Worker('import("@tensorlane/transport-nccl").then((m) => m.ncclStatus())', { eval: true })
+      await new Promise((resolve, reject) => { worker.on("exit", resolve); worker.on("error", reject) })
+      const mapped = fs.readFileSync("/proc/self/maps", "utf8").includes("tensorlane_nccl.node")
+      console.log(JSON.stringify({ mapped }))
+    `
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { cwd: repo })
+    expect(JSON.parse(stdout)).toEqual({ mapped: true })
   })
 })
 

@@ -3,6 +3,12 @@
  * through TENSORLANE_NCCL_LIBRARY, it exports the symbols the addon dlopens and records every call
  * in the file named by $FAKE_NCCL_LOG, one line each, so that tests can check what the transport
  * and the pools asked of NCCL (order, sizes, handles) on a machine without a GPU. It moves no data.
+ * With FAKE_NCCL_COLLECTIVE=1, window registration and deregistration are collective, as in NCCL:
+ * a communicator's call completes (ncclCommGetAsyncError stops reporting ncclInProgress) only once
+ * every rank of the communicator made its call of the same turn; a rank that fails its call never
+ * arrives, and the others wait. Ranks may live in several processes: each arrival appends a byte to
+ * a file named by the unique id and the turn, under $TMPDIR/tensorlane-fake-nccl-turns (unique ids
+ * name the process and the time). Without it, each rank's window call completes alone.
  *
  * Failure injection (read at each call, so tests can change it between calls):
  *   FAKE_NCCL_FAIL=<function>:<rank>:<after>   the call of <function> on <rank> (-1: any rank)
@@ -12,13 +18,19 @@
  *   FAKE_NCCL_HANG=<function>                   ncclCommGetAsyncError reports ncclInProgress for
  *                                               ever after a call of <function> (until abort)
  *   FAKE_NCCL_VERSION=<code>                    what ncclGetVersion reports (default 22809)
+ *   FAKE_NCCL_ABORT_MS=<ms>                     ncclCommAbort takes this long (as NCCL's does while
+ *                                               its kernels and proxy threads stop)
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct {
   char internal[128];
@@ -32,9 +44,12 @@ typedef struct {
 } fakeConfig;
 
 struct ncclComm {
+  char id[128];
   int rank;
   int nranks;
   int serial;
+  int collectives; /* window calls this rank made so far */
+  int waiting;     /* turn of the collective this rank waits for the others in, or 0 */
   int pending; /* ncclCommGetAsyncError reports ncclInProgress this many more times */
   int hung;
   int aborted;
@@ -84,6 +99,37 @@ static int injected(const char* fn, int rank) {
   return fail;
 }
 
+/* The file counting arrivals at one turn of one communicator's collective window calls. */
+static void turnPath(const struct ncclComm* comm, int turn, char* path, size_t size) {
+  const char* tmp = getenv("TMPDIR");
+  char dir[512];
+  snprintf(dir, sizeof(dir), "%s/tensorlane-fake-nccl-turns", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  mkdir(dir, 0700);
+  snprintf(path, size, "%s/%s-%d", dir, comm->id, turn);
+}
+
+static void arrive(struct ncclComm* comm) {
+  const char* collective = getenv("FAKE_NCCL_COLLECTIVE");
+  if (collective == NULL || strcmp(collective, "1") != 0) return;
+  char path[768];
+  comm->waiting = ++comm->collectives;
+  turnPath(comm, comm->waiting, path, sizeof(path));
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (fd < 0 || write(fd, "x", 1) != 1) abort();
+  close(fd);
+}
+
+/* 1 while this rank waits in a collective call for the other ranks. */
+static int waitingForPeers(struct ncclComm* comm) {
+  if (comm->waiting == 0) return 0;
+  char path[768];
+  struct stat st;
+  turnPath(comm, comm->waiting, path, sizeof(path));
+  if (stat(path, &st) != 0 || st.st_size < comm->nranks) return 1;
+  comm->waiting = 0;
+  return 0;
+}
+
 static void maybeHang(struct ncclComm* comm, const char* fn) {
   const char* hang = getenv("FAKE_NCCL_HANG");
   if (hang != NULL && strcmp(hang, fn) == 0) comm->hung = 1;
@@ -100,7 +146,9 @@ int ncclGetUniqueId(ncclUniqueId* id) {
   pthread_mutex_lock(&lock);
   int serial = ++serials;
   pthread_mutex_unlock(&lock);
-  snprintf(id->internal, sizeof(id->internal), "fake-nccl-id-%d", serial);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  snprintf(id->internal, sizeof(id->internal), "fake-nccl-id-%d-%lld%09ld-%d", (int)getpid(), (long long)now.tv_sec, now.tv_nsec, serial);
   record("ncclGetUniqueId id=%s", id->internal);
   return ncclSuccess;
 }
@@ -126,6 +174,7 @@ int ncclCommInitRankConfig(struct ncclComm** out, int nranks, ncclUniqueId id, i
   record("ncclCommInitRankConfig rank=%d nranks=%d id=%s blocking=%d", rank, nranks, id.internal, config->blocking);
   if (injected("ncclCommInitRankConfig", rank)) return ncclSystemError;
   struct ncclComm* comm = calloc(1, sizeof(*comm));
+  memcpy(comm->id, id.internal, sizeof(comm->id));
   comm->rank = rank;
   comm->nranks = nranks;
   pthread_mutex_lock(&lock);
@@ -149,7 +198,7 @@ int ncclCommGetAsyncError(struct ncclComm* comm, int* state) {
     *state = ncclInProgress;
     return ncclSuccess;
   }
-  *state = ncclSuccess;
+  *state = waitingForPeers(comm) ? ncclInProgress : ncclSuccess;
   return ncclSuccess;
 }
 
@@ -166,6 +215,8 @@ int ncclCommDestroy(struct ncclComm* comm) {
 }
 
 int ncclCommAbort(struct ncclComm* comm) {
+  const char* slow = getenv("FAKE_NCCL_ABORT_MS");
+  if (slow != NULL) usleep((useconds_t)atoi(slow) * 1000);
   record("ncclCommAbort rank=%d", comm->rank);
   free(comm);
   return ncclSuccess;
@@ -235,12 +286,14 @@ int ncclCommWindowRegister(struct ncclComm* comm, void* buff, size_t size, void*
   }
   *window = malloc(1);
   record("ncclCommWindowRegister rank=%d ptr=%p size=%zu window=%p flags=%d", comm->rank, buff, size, *window, flags);
+  arrive(comm);
   return ncclSuccess;
 }
 
 int ncclCommWindowDeregister(struct ncclComm* comm, void* window) {
   record("ncclCommWindowDeregister rank=%d window=%p", comm->rank, window);
   free(window);
+  arrive(comm);
   return ncclSuccess;
 }
 
