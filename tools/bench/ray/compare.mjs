@@ -66,7 +66,7 @@ const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
 console.log(
   `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
 )
-console.log("| size | Ray RDT gloo | tensorlane gloo | gloo speed-up | Ray object store | tensorlane object-store | object store speed-up | tensorlane nixl |")
+console.log("| size | Ray RDT gloo | tensorlane gloo | Ray / tensorlane | Ray object store | tensorlane object-store | Ray / tensorlane | tensorlane nixl |")
 console.log("|---|---|---|---|---|---|---|---|")
 for (const bytes of sizes) {
   const rg = rayMs("ray-rdt-gloo", bytes)
