@@ -147,7 +147,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
           counted.release()
           if (numel !== bytes / 4) throw new Error(`the consumer saw ${numel} elements over ${transport}, ${bytes / 4} expected`)
           if (i >= warmups) samples.push(ms)
-          step(`${transport} ${formatSize(bytes)}`)
+          step(`${transport} ${formatSize(bytes)} ${i + 1}/${perRun}`)
         }
         const ms = median(samples)
         rows.push({
