@@ -69,7 +69,7 @@ export const listGpus = (): ReadonlyArray<string> => {
 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
-/** A NativeLibraryError from @tensorlane/core, recognised by its tag (the CLI does not load core to check). */
+/** A NativeLibraryError from @tensorlane/core, recognised by its tag: a transport may resolve another copy of core than the CLI. */
 const asNativeLibraryError = (error: unknown): { message: string; tried: ReadonlyArray<string>; fix: string } | undefined =>
   typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "NativeLibraryError"
     ? (error as { message: string; tried: ReadonlyArray<string>; fix: string })
