@@ -53,7 +53,9 @@ describe("tensorlane doctor on this machine", () => {
 })
 
 // Test doubles: packages shaped like transport packages, whose status functions fail in each way.
-const scope = fileURLToPath(new URL("../node_modules/@tensorlane-test", import.meta.url))
+const nodeModules = fileURLToPath(new URL("../node_modules", import.meta.url))
+const scope = join(nodeModules, "@tensorlane-test")
+const hadNodeModules = fs.existsSync(nodeModules)
 const doubles: Record<string, string> = {
   "missing-library": `import { NativeLibraryError } from "@tensorlane/core"
 export const status = () => { throw new NativeLibraryError({ message: "libfake.so cannot be loaded", library: "libfake.so", tried: ["/opt/fake/libfake.so", "libfake.so"], fix: "install fake" }) }`,
@@ -80,7 +82,7 @@ describe("doctor states (test-double packages)", () => {
       fs.writeFileSync(join(dir, "index.js"), source)
     }
   })
-  afterAll(() => fs.rmSync(scope, { recursive: true, force: true }))
+  afterAll(() => fs.rmSync(hadNodeModules ? scope : nodeModules, { recursive: true, force: true }))
 
   it("a package that does not resolve is not installed, with the fix", async () => {
     expect(await probePackage(entry("absent"), false)).toMatchObject({ state: "not installed", fix: "npm install @tensorlane-test/absent" })
