@@ -7,7 +7,7 @@ import { type ActorHandle, type Cluster, type ObjectRef, Tensor, start } from "@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Worker } from "./fixtures/actors.ts"
 import { digest, nested } from "./fixtures/samples.ts"
-import { expectClean, take as takeFrom } from "./helpers.ts"
+import { expectClean, sleep, take as takeFrom } from "./helpers.ts"
 
 const TCP = "@tensorlane-examples/transport-tcp"
 
@@ -50,12 +50,15 @@ describe("examples/transport-tcp, loaded by name", () => {
   it("serves from the producer's transfer agent while its JS thread is busy", async () => {
     const ref = a.make.options({ tensorTransport: "tcp" })(1 << 20)
     await take(b.numel(ref)) // the object exists before the producer gets busy
-    const busy = a.busy(1_500)
+    const busy = a.busy(2_000)
+    await sleep(300) // let the producer's main thread start spinning
     const numel = b.numel(ref)
-    const t0 = Date.now()
     expect(await cluster.get(numel)).toBe(1 << 18)
-    expect(Date.now() - t0).toBeLessThan(1_000)
-    await cluster.get(busy)
+    const arrived = Date.now()
+    // The producer's main thread was spinning while the consumer got the tensor.
+    const { start, end } = await cluster.get(busy)
+    expect(start).toBeLessThan(arrived)
+    expect(arrived).toBeLessThan(end)
     for (const r of [ref, busy, numel]) r.release()
   })
 })
