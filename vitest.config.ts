@@ -64,6 +64,15 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      {
+        test: {
+          name: "cli",
+          root: "packages/cli",
+          include: ["test/**/*.test.ts"],
+          testTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
     ],
   },
 })

@@ -21,13 +21,21 @@ const median = (values) => {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
-/** Requests to the other process and its answers, over the IPC channel. */
+/**
+ * Requests to the other process and its answers, over the IPC channel. A message may arrive before
+ * `next()` is called (the peer's next request can beat the completion of its last ack), so it waits.
+ */
 const channel = (endpoint) => {
   const waiting = []
-  endpoint.on("message", (message) => waiting.shift()?.(message))
+  const arrived = []
+  endpoint.on("message", (message) => {
+    const resolve = waiting.shift()
+    if (resolve !== undefined) resolve(message)
+    else arrived.push(message)
+  })
   return {
     send: (message) => endpoint.send(message),
-    next: () => new Promise((resolve) => waiting.push(resolve)),
+    next: () => (arrived.length > 0 ? Promise.resolve(arrived.shift()) : new Promise((resolve) => waiting.push(resolve))),
   }
 }
 

@@ -1,4 +1,4 @@
-// Receives fixed-size messages on 127.0.0.1 and acknowledges each with one byte.
+/** Forked by the TCP loopback limit: receives fixed-size messages on 127.0.0.1 and acknowledges each with one byte. */
 import * as net from "node:net"
 
 const size = Number(process.argv[2])
@@ -12,5 +12,8 @@ const server = net.createServer((socket) => {
     }
   })
 })
-server.listen(0, "127.0.0.1", () => process.send(server.address().port))
+server.listen(0, "127.0.0.1", () => {
+  const address = server.address()
+  if (address !== null && typeof address === "object") process.send?.(address.port)
+})
 process.on("disconnect", () => process.exit(0))

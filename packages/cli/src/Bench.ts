@@ -1,0 +1,186 @@
+/**
+ * `tensorlane bench`: the DESIGN §5 scenario. For each transport and size, the time from submitting
+ * `consumer.numel(producer.make(n))` to its result, actor to actor; medians after warm-ups; GB/s and
+ * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows).
+ */
+import * as os from "node:os"
+import { listGpus, probePackage } from "./Doctor.js"
+import { BenchTransportError } from "./Errors.js"
+import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
+import { PACKAGES } from "./Packages.js"
+import { formatSize } from "./Sizes.js"
+
+export interface BenchOptions {
+  /** Transport names; undefined: object-store and every CPU transport that is ready here. */
+  readonly transports: ReadonlyArray<string> | undefined
+  /** Extra transport modules to load (third-party transports), by specifier. */
+  readonly modules: ReadonlyArray<string>
+  readonly sizes: ReadonlyArray<number>
+  readonly repeats: number
+  readonly warmups: number
+}
+
+export interface BenchRow {
+  readonly transport: string
+  readonly bytes: number
+  readonly medianMs: number
+  readonly gbps: number
+  /** Every timed repeat, in order. */
+  readonly samplesMs: ReadonlyArray<number>
+  readonly memcpyRatio: number
+  readonly tcpRatio: number
+  readonly rawGlooRatio?: number
+}
+
+export interface BenchLimits {
+  readonly bytes: number
+  readonly memcpyMs: number
+  readonly tcpMs: number
+  readonly rawGlooMs?: number
+}
+
+export interface BenchResult {
+  readonly date: string
+  readonly node: string
+  readonly host: { readonly platform: string; readonly cpus: number; readonly cpuModel: string; readonly memoryGiB: number }
+  readonly repeats: number
+  readonly warmups: number
+  readonly transports: ReadonlyArray<string>
+  readonly sizes: ReadonlyArray<number>
+  readonly limits: ReadonlyArray<BenchLimits>
+  readonly rows: ReadonlyArray<BenchRow>
+}
+
+/** Where the run is: steps done out of the total, and the one just done. */
+export type Progress = (done: number, total: number, label: string) => void
+
+export const gbps = (bytes: number, ms: number): number => bytes / ms / 1e6
+
+/** The transports to run and the modules that register them; refuses transports that are not ready here. */
+const resolveTransports = async (
+  options: BenchOptions,
+): Promise<{ readonly transports: ReadonlyArray<string>; readonly modules: ReadonlyArray<string> }> => {
+  const hasGpu = listGpus().length > 0
+  const known = new Map(PACKAGES.flatMap((entry) => entry.transports.map((name) => [name, entry] as const)))
+  const modules = new Set(options.modules)
+  if (options.transports === undefined) {
+    const transports = ["object-store"]
+    for (const entry of PACKAGES) {
+      if (entry.gpuOnly || (await probePackage(entry, hasGpu)).state !== "ready") continue
+      transports.push(...entry.transports)
+      modules.add(entry.packageName)
+    }
+    return { transports, modules: [...modules] }
+  }
+  for (const name of options.transports) {
+    const entry = known.get(name)
+    if (entry === undefined) continue // object-store, or a transport of one of `modules` (core names the registered ones if not)
+    const report = await probePackage(entry, hasGpu)
+    if (report.state !== "ready") {
+      throw new BenchTransportError({
+        message: `transport ${name} (${entry.packageName}) is not ready here: ${report.state}${
+          report.reason !== undefined ? ` (${report.reason})` : ""
+        }. Run \`tensorlane doctor\` for the details and the fix.`,
+        transport: name,
+      })
+    }
+    modules.add(entry.packageName)
+  }
+  return { transports: options.transports, modules: [...modules] }
+}
+
+interface RawSendModule {
+  readonly measureRawSend: (options: {
+    sizes: ReadonlyArray<number>
+    warmups: number
+    repeats: number
+  }) => Promise<{ readonly results: ReadonlyArray<{ readonly bytes: number; readonly medianMs: number }> }>
+}
+
+export const runBench = async (options: BenchOptions, progress: Progress = () => {}): Promise<BenchResult> => {
+  const { transports, modules } = await resolveTransports(options)
+  const { sizes, repeats, warmups } = options
+  // Loaded only now: `doctor` and argument errors work without core's runtime.
+  const { start } = await import("@tensorlane/core")
+  const { Consumer, Producer } = await import("./internal/BenchActors.js")
+  const perRun = warmups + repeats
+  const total = sizes.length * (2 + transports.length * perRun) + (transports.includes("gloo") ? 1 : 0)
+  let done = 0
+  const step = (label: string) => progress(++done, total, label)
+
+  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows.
+  const rawGloo = new Map<number, number>()
+  if (transports.includes("gloo")) {
+    const { measureRawSend } = (await import("@tensorlane/transport-gloo/bench/raw-send" as string)) as RawSendModule
+    for (const r of (await measureRawSend({ sizes, warmups, repeats })).results) rawGloo.set(r.bytes, r.medianMs)
+    step("raw Gloo")
+  }
+
+  const limits: Array<BenchLimits> = []
+  const rows: Array<BenchRow> = []
+  const cluster = await start({ transports: [...modules] })
+  try {
+    const [producer] = await cluster.spawn(Producer)
+    const [consumer] = await cluster.spawn(Consumer)
+    const groups = []
+    for (const transport of transports) {
+      if (cluster.runtime.transport(transport).capabilities.needsGroup) {
+        groups.push(await cluster.createCollectiveGroup([producer, consumer], { backend: transport }))
+      }
+    }
+    for (const bytes of sizes) {
+      const memcpy = memcpyMs(bytes, repeats, warmups)
+      step(`memcpy ${formatSize(bytes)}`)
+      const tcp = await tcpLoopbackMs(bytes, repeats, warmups)
+      step(`TCP loopback ${formatSize(bytes)}`)
+      const raw = rawGloo.get(bytes)
+      limits.push({ bytes, memcpyMs: memcpy, tcpMs: tcp, ...(raw !== undefined ? { rawGlooMs: raw } : {}) })
+      for (const transport of transports) {
+        const samples: Array<number> = []
+        for (let i = 0; i < perRun; i++) {
+          const t0 = performance.now()
+          const made = producer.make.options({ tensorTransport: transport })(bytes)
+          const counted = consumer.numel(made)
+          const numel = await cluster.get(counted)
+          const ms = performance.now() - t0
+          made.release()
+          counted.release()
+          if (numel !== bytes / 4) throw new Error(`the consumer saw ${numel} elements over ${transport}, ${bytes / 4} expected`)
+          if (i >= warmups) samples.push(ms)
+          step(`${transport} ${formatSize(bytes)} ${i + 1}/${perRun}`)
+        }
+        const ms = median(samples)
+        rows.push({
+          transport,
+          bytes,
+          medianMs: ms,
+          gbps: gbps(bytes, ms),
+          samplesMs: samples,
+          memcpyRatio: memcpy / ms,
+          tcpRatio: tcp / ms,
+          ...(transport === "gloo" && raw !== undefined ? { rawGlooRatio: raw / ms } : {}),
+        })
+      }
+    }
+    for (const group of groups) await group.destroy()
+  } finally {
+    await cluster.shutdown()
+  }
+  const cpus = os.cpus()
+  return {
+    date: new Date().toISOString(),
+    node: process.version,
+    host: {
+      platform: `${process.platform} ${process.arch}`,
+      cpus: cpus.length,
+      cpuModel: cpus[0]?.model ?? "unknown",
+      memoryGiB: Math.round(os.totalmem() / 1024 ** 3),
+    },
+    repeats,
+    warmups,
+    transports,
+    sizes,
+    limits,
+    rows,
+  }
+}

@@ -1,0 +1,23 @@
+/** The benchmark's table, as Markdown so that it pastes into a README. */
+import type { BenchResult } from "./Bench.js"
+import { formatSize } from "./Sizes.js"
+
+const fixed = (x: number, digits = 2): string => x.toFixed(digits)
+const percent = (ratio: number): string => `${(ratio * 100).toFixed(1)}%`
+
+export const formatTable = (result: BenchResult): string => {
+  const limits = new Map(result.limits.map((l) => [l.bytes, l]))
+  const lines = [
+    `tensorlane bench: ${result.repeats} repeats after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}`,
+    "| transport | size | median ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for (const r of result.rows) {
+    const l = limits.get(r.bytes)
+    const raw = r.rawGlooRatio !== undefined && l?.rawGlooMs !== undefined ? `${fixed(l.rawGlooMs)} | ${percent(r.rawGlooRatio)}` : " | "
+    lines.push(
+      `| ${r.transport} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw} |`,
+    )
+  }
+  return lines.join("\n")
+}

@@ -1,0 +1,13 @@
+/** The errors of the tensorlane command. The command prints `<_tag>: <message>` and exits with 2. */
+import { Schema } from "effect"
+
+/** A command line the command cannot run: unknown command or option, a malformed size or count. */
+export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
+  message: Schema.String,
+}) {}
+
+/** A transport asked of `bench` that is unknown or not ready here; `doctor` says why. */
+export class BenchTransportError extends Schema.TaggedError<BenchTransportError>()("BenchTransportError", {
+  message: Schema.String,
+  transport: Schema.String,
+}) {}

@@ -1,0 +1,53 @@
+/** The limits a transfer is compared with, measured in the same run: a single-thread memcpy and TCP loopback. */
+import { fork } from "node:child_process"
+import * as net from "node:net"
+import { fileURLToPath } from "node:url"
+
+export const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/** Milliseconds of a copy between warm buffers, as a transfer into reused memory sees them; median. */
+export const memcpyMs = (bytes: number, repeats: number, warmups: number): number => {
+  const src = new Uint8Array(bytes).fill(1)
+  const dst = new Uint8Array(bytes)
+  const times: Array<number> = []
+  for (let i = 0; i < warmups + repeats; i++) {
+    const t0 = performance.now()
+    dst.set(src)
+    if (i >= warmups) times.push(performance.now() - t0)
+  }
+  return median(times)
+}
+
+/** Milliseconds of a one-way send to another process over TCP loopback, until it acknowledges the last byte; median. */
+export const tcpLoopbackMs = async (bytes: number, repeats: number, warmups: number): Promise<number> => {
+  const sink = fork(fileURLToPath(new URL("./internal/TcpSink.js", import.meta.url)), [String(bytes)])
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      sink.once("message", (message) => resolve(message as number))
+      sink.once("exit", (code) => reject(new Error(`the TCP sink exited with code ${code} before listening`)))
+    })
+    const socket = net.connect({ host: "127.0.0.1", port })
+    await new Promise<void>((resolve, reject) => {
+      socket.once("connect", resolve)
+      socket.once("error", reject)
+    })
+    socket.setNoDelay(true)
+    const payload = Buffer.alloc(bytes, 1)
+    const times: Array<number> = []
+    for (let i = 0; i < warmups + repeats; i++) {
+      const t0 = performance.now()
+      const acked = new Promise((resolve) => socket.once("data", resolve))
+      socket.write(payload)
+      await acked
+      if (i >= warmups) times.push(performance.now() - t0)
+    }
+    socket.destroy()
+    return median(times)
+  } finally {
+    sink.kill()
+  }
+}

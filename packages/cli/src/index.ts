@@ -1,0 +1,8 @@
+export { runBench, gbps, type BenchLimits, type BenchOptions, type BenchResult, type BenchRow, type Progress } from "./Bench.js"
+export { formatTable } from "./BenchReport.js"
+export { formatDoctor, runDoctor, type DoctorReport, type PackageReport, type TransportState } from "./Doctor.js"
+export { BenchTransportError, UsageError } from "./Errors.js"
+export { PACKAGES, type PackageEntry, type StatusFacts } from "./Packages.js"
+export { formatSize, parseSize, parseSizes } from "./Sizes.js"
+export { renderSvg } from "./SvgChart.js"
+export { parseUcxLog, type UcxReport, type UcxTransport } from "./UcxReport.js"

@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+/**
+ * The tensorlane command.
+ *   tensorlane doctor [--json]
+ *   tensorlane bench [--transports object-store,gloo] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 7]
+ *                    [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
+ * Errors of the command line print `<_tag>: <message>` and exit with 2.
+ */
+import * as fs from "node:fs"
+import { parseArgs } from "node:util"
+import { runBench } from "./Bench.js"
+import { formatTable } from "./BenchReport.js"
+import { formatDoctor, runDoctor } from "./Doctor.js"
+import { BenchTransportError, UsageError } from "./Errors.js"
+import { progressBar } from "./ProgressBar.js"
+import { parseSizes } from "./Sizes.js"
+import { renderSvg } from "./SvgChart.js"
+
+const USAGE = `usage:
+  tensorlane doctor [--json]
+      every transport with its state, library versions and locations, the UCX transports NIXL sees
+  tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 7]
+                   [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
+      DESIGN §5: consumer.numel(producer.make(n)) actor to actor, submit to result, medians;
+      default transports: object-store and every CPU transport that doctor finds ready`
+
+const count = (name: string, text: string, min: number): number => {
+  const n = Number(text)
+  if (!Number.isInteger(n) || n < min) throw new UsageError({ message: `--${name} ${text}: a whole number >= ${min} is needed` })
+  return n
+}
+
+const list = (text: string | undefined): ReadonlyArray<string> | undefined =>
+  text === undefined ? undefined : text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+
+/** Runs parseArgs, turning its errors (unknown option, missing value) into a UsageError. */
+const usage = <A>(parse: () => A): A => {
+  try {
+    return parse()
+  } catch (error) {
+    throw new UsageError({ message: `${error instanceof Error ? error.message : String(error)}\n${USAGE}` })
+  }
+}
+
+const doctor = async (args: ReadonlyArray<string>): Promise<void> => {
+  const { values } = usage(() => parseArgs({ args: [...args], options: { json: { type: "boolean" } } }))
+  const report = await runDoctor()
+  console.log(values.json === true ? JSON.stringify(report, null, 2) : formatDoctor(report))
+}
+
+const bench = async (args: ReadonlyArray<string>): Promise<void> => {
+  const { values } = usage(() =>
+    parseArgs({
+      args: [...args],
+      options: {
+        transports: { type: "string" },
+        sizes: { type: "string", default: "4KiB,1MiB,64MiB,256MiB" },
+        repeats: { type: "string", default: "7" },
+        warmups: { type: "string", default: "2" },
+        modules: { type: "string" },
+        json: { type: "string" },
+        svg: { type: "string" },
+      },
+    }),
+  )
+  const options = {
+    transports: list(values.transports),
+    modules: list(values.modules) ?? [],
+    sizes: parseSizes(values.sizes),
+    repeats: count("repeats", values.repeats, 1),
+    warmups: count("warmups", values.warmups, 0),
+  }
+  const bar = progressBar()
+  let result
+  try {
+    result = await runBench(options, bar.update)
+  } finally {
+    bar.done()
+  }
+  console.log(formatTable(result))
+  if (values.json !== undefined) fs.writeFileSync(values.json, `${JSON.stringify(result, null, 2)}\n`)
+  if (values.svg !== undefined) fs.writeFileSync(values.svg, renderSvg(result))
+}
+
+const main = async (argv: ReadonlyArray<string>): Promise<void> => {
+  const [command, ...rest] = argv
+  if (command === "doctor") return doctor(rest)
+  if (command === "bench") return bench(rest)
+  if (command === undefined || command === "help" || command === "--help" || command === "-h") {
+    console.log(USAGE)
+    return
+  }
+  throw new UsageError({ message: `unknown command "${command}"\n${USAGE}` })
+}
+
+main(process.argv.slice(2)).then(
+  // Actor processes and native threads are gone once the cluster shut down; exit without waiting for stray handles.
+  () => process.exit(0),
+  (error: unknown) => {
+    if (error instanceof UsageError || error instanceof BenchTransportError) {
+      console.error(`${error._tag}: ${error.message}`)
+      process.exit(2)
+    }
+    const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String((error as { _tag: unknown })._tag)}: ` : ""
+    console.error(`${tag}${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+    process.exit(1)
+  },
+)

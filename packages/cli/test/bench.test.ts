@@ -1,0 +1,97 @@
+/** `tensorlane bench` with a small size set on this machine, its outputs, and its refusals. */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import type { BenchResult } from "../src/Bench.ts"
+import { tensorlane } from "./cli.ts"
+
+const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-cli-bench-"))
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+/** Every tag closed in order, so that the file parses as XML (a browser shows nothing otherwise). */
+const balancedTags = (svg: string): boolean => {
+  const open: Array<string> = []
+  for (const [, closing, name, selfClosing] of svg.matchAll(/<(\/?)([a-zA-Z]+)[^>]*?(\/?)>/g)) {
+    if (selfClosing === "/") continue
+    if (closing === "") open.push(name)
+    else if (open.pop() !== name) return false
+  }
+  return open.length === 0
+}
+
+describe("tensorlane bench", () => {
+  it("runs object-store, gloo and nixl at 4 KiB and 1 MiB, prints the table and writes JSON and SVG", async () => {
+    const json = join(dir, "bench.json")
+    const svg = join(dir, "bench.svg")
+    const { code, stdout, stderr } = await tensorlane([
+      "bench",
+      "--transports", "object-store,gloo,nixl",
+      "--sizes", "4KiB,1MiB",
+      "--repeats", "3",
+      "--json", json,
+      "--svg", svg,
+    ])
+    expect(stderr).toBe("") // stderr is not a terminal here: no progress bar
+    expect(code).toBe(0)
+    expect(stdout).toMatch(/^tensorlane bench: 3 repeats after 2 warm-ups, node v\d+/m)
+    for (const transport of ["object-store", "gloo", "nixl"]) {
+      for (const size of ["4 KiB", "1 MiB"]) expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${size} \\| \\d+\\.\\d{2} \\|`, "m"))
+    }
+    expect(stdout).toMatch(/^\| gloo \| 1 MiB \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|$/m)
+
+    const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
+    expect(result).toMatchObject({ repeats: 3, warmups: 2, sizes: [4096, 1 << 20], transports: ["object-store", "gloo", "nixl"] })
+    expect(result.rows).toHaveLength(6)
+    for (const row of result.rows) {
+      expect(row.samplesMs).toHaveLength(3)
+      const sorted = [...row.samplesMs].sort((a, b) => a - b)
+      expect(row.medianMs).toBe(sorted[1])
+      expect(row.gbps).toBeCloseTo(row.bytes / row.medianMs / 1e6, 9)
+      const limits = result.limits.find((l) => l.bytes === row.bytes)!
+      expect(row.memcpyRatio).toBeCloseTo(limits.memcpyMs / row.medianMs, 9)
+      expect(row.tcpRatio).toBeCloseTo(limits.tcpMs / row.medianMs, 9)
+      if (row.transport === "gloo") expect(row.rawGlooRatio).toBeCloseTo(limits.rawGlooMs! / row.medianMs, 9)
+      else expect(row.rawGlooRatio).toBeUndefined()
+    }
+    for (const limits of result.limits) {
+      expect(limits.memcpyMs).toBeGreaterThan(0)
+      expect(limits.tcpMs).toBeGreaterThan(0)
+      expect(limits.rawGlooMs).toBeGreaterThan(0)
+    }
+
+    const chart = fs.readFileSync(svg, "utf8")
+    expect(chart.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true)
+    expect(balancedTags(chart)).toBe(true)
+    // One line per transport and per limit, each named in the legend.
+    expect(chart.match(/<polyline /g)).toHaveLength(6)
+    for (const name of ["object-store", "gloo", "nixl", "memcpy", "TCP loopback", "raw Gloo"]) expect(chart).toContain(`>${name}</text>`)
+  })
+
+  it("refuses malformed sizes and counts, unknown commands and options, with a UsageError", async () => {
+    for (const args of [
+      ["bench", "--sizes", "4KB"],
+      ["bench", "--sizes", "6B"],
+      ["bench", "--repeats", "0"],
+      ["bench", "--warmups", "x"],
+      ["bench", "--size", "4KiB"],
+      ["frobnicate"],
+    ]) {
+      const { code, stderr } = await tensorlane(args)
+      expect(code, args.join(" ")).toBe(2)
+      expect(stderr).toMatch(/^UsageError: /)
+    }
+  })
+
+  it("refuses a transport that is not ready here, and names the doctor", async () => {
+    const { code, stderr } = await tensorlane(["bench", "--transports", "nccl", "--sizes", "4KiB"])
+    expect(code).toBe(2)
+    expect(stderr).toMatch(/^BenchTransportError: transport nccl \(@tensorlane\/transport-nccl\) is not ready here: (not installed|no GPU).*tensorlane doctor/)
+  })
+
+  it("an unknown transport name fails with core's UnknownTransportError, which lists the registered ones", async () => {
+    const { code, stderr } = await tensorlane(["bench", "--transports", "carrier-pigeon", "--sizes", "4KiB", "--repeats", "1", "--warmups", "0"])
+    expect(code).toBe(1)
+    expect(stderr).toMatch(/UnknownTransportError: .*carrier-pigeon[\s\S]*object-store/)
+  })
+})

@@ -1,0 +1,70 @@
+/** Sizes, the progress bar and the chart, without running a benchmark. */
+import { describe, expect, it } from "vitest"
+import type { BenchResult } from "../src/Bench.ts"
+import { UsageError } from "../src/Errors.ts"
+import { progressBar } from "../src/ProgressBar.ts"
+import { formatSize, parseSize, parseSizes } from "../src/Sizes.ts"
+import { renderSvg } from "../src/SvgChart.ts"
+
+describe("sizes", () => {
+  it("reads whole numbers with B, KiB, MiB, GiB and prints them back", () => {
+    expect(parseSizes("4KiB, 1MiB,256MiB,1GiB,8B")).toEqual([4096, 1 << 20, 256 << 20, 1 << 30, 8])
+    expect([4096, 1 << 20, 3 << 20, 1 << 30, 12].map(formatSize)).toEqual(["4 KiB", "1 MiB", "3 MiB", "1 GiB", "12 B"])
+  })
+  it("refuses other units, zero, fractions and sizes that are not whole float32 elements", () => {
+    for (const bad of ["4KB", "0KiB", "1.5MiB", "-4KiB", "", "6B"]) expect(() => parseSize(bad)).toThrow(UsageError)
+  })
+})
+
+describe("progress bar", () => {
+  const stream = (isTTY: boolean) => {
+    const written: Array<string> = []
+    return { written, stream: { isTTY, write: (s: string) => written.push(s) } as unknown as NodeJS.WriteStream }
+  }
+  it("draws on a terminal and erases itself when done", () => {
+    const { written, stream: s } = stream(true)
+    const bar = progressBar(s)
+    bar.update(1, 4, "gloo 4 KiB")
+    bar.update(4, 4, "nixl 1 MiB")
+    bar.done()
+    expect(written[0]).toBe(`\r[${"#".repeat(8)}${".".repeat(22)}] 25% gloo 4 KiB`)
+    expect(written[1]).toBe(`\r[${"#".repeat(30)}] 100% nixl 1 MiB`)
+    expect(written[2]).toMatch(/^\r +\r$/)
+  })
+  it("writes nothing when the stream is not a terminal", () => {
+    const { written, stream: s } = stream(false)
+    const bar = progressBar(s)
+    bar.update(1, 2, "x")
+    bar.done()
+    expect(written).toEqual([])
+  })
+})
+
+describe("chart", () => {
+  const result: BenchResult = {
+    date: "2026-11-22T00:00:00.000Z",
+    node: "v20.20.2",
+    host: { platform: "linux x64", cpus: 2, cpuModel: "test", memoryGiB: 24 },
+    repeats: 7,
+    warmups: 2,
+    transports: ["a<b"],
+    sizes: [4096, 1 << 20],
+    limits: [
+      { bytes: 4096, memcpyMs: 0.001, tcpMs: 0.1 },
+      { bytes: 1 << 20, memcpyMs: 0.03, tcpMs: 1 },
+    ],
+    rows: [
+      { transport: "a<b", bytes: 4096, medianMs: 2, gbps: 4096 / 2 / 1e6, samplesMs: [2], memcpyRatio: 0, tcpRatio: 0 },
+      { transport: "a<b", bytes: 1 << 20, medianMs: 5, gbps: (1 << 20) / 5 / 1e6, samplesMs: [5], memcpyRatio: 0, tcpRatio: 0 },
+    ],
+  }
+  it("plots faster transfers higher, escapes names, and leaves out limits that were not measured", () => {
+    const svg = renderSvg(result)
+    expect(svg).toContain(">a&lt;b</text>")
+    expect(svg).not.toContain("raw Gloo")
+    const line = /<polyline fill="none" stroke="[^"]+" stroke-width="2" points="([^"]+)"/.exec(svg)!
+    const [[x1, y1], [x2, y2]] = line[1].split(" ").map((p) => p.split(",").map(Number))
+    expect(x2).toBeGreaterThan(x1)
+    expect(y2).toBeLessThan(y1) // 0.21 GB/s at 1 MiB is above 0.002 GB/s at 4 KiB
+  })
+})

@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+/**
+ * tensorlane beside Ray Direct Transport, measured in one run on this machine: the DESIGN §5 scenario
+ * (consumer.numel(producer.make(n)), submit to result, medians) on Ray (RDT over Gloo, and Ray's object
+ * store) and on tensorlane (gloo, object-store, nixl), then one table.
+ *   node tools/bench/ray/compare.mjs [--sizes 4KiB,4MiB,64MiB,256MiB] [--repeats 7] [--warmups 2]
+ *     [--no-setup] [--json <file>]
+ * Ray and torch come from PyPI into .tools/ray-venv (setup-venv.sh, about 5.6 GB; never run by CI).
+ * Build the repository first (bash tools/setup.sh): tensorlane's side runs packages/cli/dist/main.js.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import { formatSize, parseSizes } from "@tensorlane/cli"
+
+const { values } = parseArgs({
+  options: {
+    sizes: { type: "string", default: "4KiB,4MiB,64MiB,256MiB" },
+    repeats: { type: "string", default: "7" },
+    warmups: { type: "string", default: "2" },
+    "no-setup": { type: "boolean", default: false },
+    json: { type: "string" },
+  },
+})
+
+const here = fileURLToPath(new URL(".", import.meta.url))
+const repo = join(here, "..", "..", "..")
+const venv = process.env.RAY_VENV ?? join(repo, ".tools", "ray-venv")
+const sizes = parseSizes(values.sizes)
+const scratch = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-vs-ray-"))
+const run = (file, args, env = process.env) => execFileSync(file, args, { cwd: repo, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 })
+
+if (!values["no-setup"]) run("bash", [join(here, "setup-venv.sh")])
+
+process.stderr.write("Ray: RDT over Gloo and the object store...\n")
+const ray = JSON.parse(
+  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups], {
+    ...process.env,
+    RAY_AUTH_MODE: "disabled",
+  }),
+)
+
+process.stderr.write("tensorlane: gloo, object-store, nixl...\n")
+const oursJson = join(scratch, "tensorlane.json")
+run(process.execPath, [
+  "--expose-gc",
+  join(repo, "packages", "cli", "dist", "main.js"),
+  "bench",
+  "--transports", "gloo,object-store,nixl",
+  "--sizes", values.sizes,
+  "--repeats", values.repeats,
+  "--warmups", values.warmups,
+  "--json", oursJson,
+])
+const ours = JSON.parse(fs.readFileSync(oursJson, "utf8"))
+fs.rmSync(scratch, { recursive: true, force: true })
+
+const rayMs = (path, bytes) => ray.rows.find((r) => r.path === path && r.bytes === bytes).medianMs
+const oursMs = (transport, bytes) => ours.rows.find((r) => r.transport === transport && r.bytes === bytes).medianMs
+const ms = (x) => x.toFixed(2)
+const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
+
+console.log(
+  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
+)
+console.log("| size | Ray RDT gloo | tensorlane gloo | Ray / tensorlane | Ray object store | tensorlane object-store | Ray / tensorlane | tensorlane nixl |")
+console.log("|---|---|---|---|---|---|---|---|")
+for (const bytes of sizes) {
+  const rg = rayMs("ray-rdt-gloo", bytes)
+  const tg = oursMs("gloo", bytes)
+  const ro = rayMs("ray-object-store", bytes)
+  const to = oursMs("object-store", bytes)
+  console.log(`| ${formatSize(bytes)} | ${ms(rg)} | ${ms(tg)} | ${times(rg, tg)} | ${ms(ro)} | ${ms(to)} | ${times(ro, to)} | ${ms(oursMs("nixl", bytes))} |`)
+}
+if (values.json !== undefined) fs.writeFileSync(values.json, `${JSON.stringify({ ray, tensorlane: ours }, null, 2)}\n`)

@@ -1,0 +1,71 @@
+"""The DESIGN §5 scenario on Ray Direct Transport, for tools/bench/ray/compare.mjs.
+
+The producer returns torch.full((n // 4,), 1.0, dtype=torch.float32) for n bytes, the consumer returns
+t.numel(); the time is submit to result, ray.get(consumer.numel.remote(producer.make.remote(n))),
+median of `repeats` after `warmups`. Paths: RDT over Gloo (a torch_gloo collective group) and Ray's
+object store (no tensor_transport). Prints JSON on stdout.
+
+  .tools/ray-venv/bin/python tools/bench/ray/ray_bench.py --sizes 4096,67108864 --repeats 7 --warmups 2
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import ray
+import torch
+from ray.experimental.collective import create_collective_group, destroy_collective_group
+
+
+# One class for both roles, as in Ray's RDT examples: Ray runs the receiving side of an RDT transfer in
+# a system concurrency group that it gives only to classes with a tensor_transport method (a consumer
+# class without one waits for the tensor forever, found with Ray 2.58 and 2.60).
+@ray.remote
+class Worker:
+    def make(self, n):
+        return torch.full((n // 4,), 1.0, dtype=torch.float32)
+
+    @ray.method(tensor_transport="gloo")
+    def make_gloo(self, n):
+        return torch.full((n // 4,), 1.0, dtype=torch.float32)
+
+    def numel(self, t):
+        return t.numel()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", required=True, help="bytes, comma-separated")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--warmups", type=int, default=2)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    # Loopback only: the node's address and Gloo's interface (actor processes inherit the environment).
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False, configure_logging=False)
+    producer, consumer = Worker.remote(), Worker.remote()
+    group = create_collective_group([producer, consumer], backend="torch_gloo")
+    paths = {"ray-rdt-gloo": producer.make_gloo, "ray-object-store": producer.make}
+    rows = []
+    for n in sizes:
+        for path, make in paths.items():
+            samples = []
+            for i in range(args.warmups + args.repeats):
+                t0 = time.perf_counter()
+                numel = ray.get(consumer.numel.remote(make.remote(n)))
+                ms = (time.perf_counter() - t0) * 1e3
+                if numel != n // 4:
+                    raise RuntimeError(f"{path}: the consumer saw {numel} elements, {n // 4} expected")
+                if i >= args.warmups:
+                    samples.append(ms)
+            median = statistics.median(samples)
+            rows.append({"path": path, "bytes": n, "medianMs": median, "gbps": n / median / 1e6, "samplesMs": samples})
+    destroy_collective_group(group)
+    ray.shutdown()
+    print(json.dumps({"ray": ray.__version__, "torch": torch.__version__, "repeats": args.repeats, "warmups": args.warmups, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
