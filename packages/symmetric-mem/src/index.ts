@@ -6,6 +6,7 @@ export { SymmetricBackendError, SymmetricFreeError, SymmetricMismatchError } fro
 export { registerSymmetricBackend, type BackendName } from "./internal/backends.js"
 export type { Gather, SymmetricBackend, SymmetricBlock } from "./Backend.js"
 export { nvshmemStatus, type NvshmemStatus } from "./nvshmemStatus.js"
+export { symmetricMemStatus, type SymmetricMemStatus } from "./symmetricMemStatus.js"
 export { nvshmemCandidates } from "./internal/loadAddon.js"
 export type { SymmetricAddon, SegmentInfo, NativeFailure } from "./AddonTypes.js"
 export type { ShmMetadata } from "./internal/shmMetadata.js"

@@ -37,9 +37,13 @@ const nvshmemSpec: NativeLibrarySpec = {
   fix: NVSHMEM_FIX,
 }
 
-let addon: SymmetricAddon | undefined
+let loaded: { readonly addon: SymmetricAddon; readonly path: string } | undefined
 
-export const loadAddon = (): SymmetricAddon => (addon ??= requireNativeAddon<SymmetricAddon>(addonSpec).addon)
+/** The addon and the file it was loaded from (NativeLibraryError listing every candidate when it cannot load). */
+export const loadAddonWithPath = (): { readonly addon: SymmetricAddon; readonly path: string } =>
+  (loaded ??= requireNativeAddon<SymmetricAddon>(addonSpec))
+
+export const loadAddon = (): SymmetricAddon => loadAddonWithPath().addon
 
 /** Candidate paths of libnvshmem_host.so.3, in search order; the last entry is the bare name. */
 export const nvshmemCandidates = (): ReadonlyArray<string> => libraryCandidates(nvshmemSpec)
