@@ -9,11 +9,11 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
-import { type ActorHandle, type Cluster, start } from "@tensorlane/core"
+import { type ActorHandle, type Cluster, type ObjectRef, start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buildDoubles, readLog } from "../packages/transport-nccl/test/double/build.ts"
 import { NcclWorker } from "./fixtures/ncclActors.mjs"
-import { expectClean } from "./helpers.ts"
+import { expectClean, take } from "./helpers.ts"
 
 const NCCL = "@tensorlane/transport-nccl"
 const hasGpu = fs.existsSync("/dev/nvidia0")
@@ -71,8 +71,8 @@ describe("pool registration across actor processes (test doubles of NCCL and CUD
   })
   afterAll(() => fs.rmSync(log, { force: true }))
 
-  const all = <T>(call: (r: ActorHandle<typeof NcclWorker>) => { release(): void } & PromiseLike<T>) =>
-    Promise.all(ranks.map((r) => cluster.get(call(r) as never) as Promise<T>))
+  const all = <T>(call: (r: ActorHandle<typeof NcclWorker>) => ObjectRef<T>): Promise<Array<T>> =>
+    Promise.all(ranks.map((r) => take(cluster)(call(r))))
 
   it("rank 0's unique id reached both communicators over the control plane", async () => {
     const inits = readLog(log).filter((l) => l.startsWith("ncclCommInitRankConfig"))
