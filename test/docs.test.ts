@@ -1,8 +1,8 @@
 /**
  * The guides under docs/ cannot drift from code that runs: every code block follows a
  * `<!-- snippet: <path> -->` line and equals that file; every file under docs/snippets is shown by a
- * guide and either runs here or is an actor module the running ones load; the snippets type-check;
- * files shown from elsewhere are run by the test named for them.
+ * guide and either runs here, runs in the GPU suite (docs.gpu.test.ts), or is an actor module the
+ * programs load; the snippets type-check; files shown from elsewhere are run by the test named for them.
  */
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
@@ -24,10 +24,14 @@ const PROGRAMS: ReadonlyArray<readonly [string, RegExp]> = [
   ["nixl-pool.ts", /^registered: true, 4194304 bytes used, sum 2097152\nafter close: registered false$/m],
   ["registration.ts", /^pinned: 1 reference\nshard sum: 1024\nregistrations of the owner: 1\nafter unpinning: 1 reference \(the shard's object\)\nupdated sum: 524288$/m],
   ["failures.ts", /^ApplicationError \(RangeError in Worker-0\.fail\): .*no such shard\nTimeoutError after 100 ms\nActorDiedError: Worker-1\na still answers: 4$/m],
+  ["symmetric-heap.ts", /^shapes: \[\[1,4\],\[2,4\],\[3,4\]\]\nsums: 12, 8, 24$/m],
   ["status.ts", /^gloo \S+ from \S*libgloo\S*\nnixl from \S+libnixl_capi\.so$/m],
 ]
+/** Programs that need GPUs: type-checked here, run by the GPU suite. */
+const GPU_PROGRAMS = ["nccl-pool.ts"]
+const GPU_SUITE = "test/docs.gpu.test.ts"
 /** Actor modules that the programs load. */
-const MODULES = ["actors.ts", "weights.ts"]
+const MODULES = ["actors.ts", "weights.ts", "heap.ts", "ncclTrainer.ts"]
 /** Files shown from outside docs/snippets, and the test that runs each. */
 const RUN_ELSEWHERE: Readonly<Record<string, string>> = {
   "examples/transport-tcp/index.mjs": "test/customTransport.test.ts",
@@ -68,11 +72,13 @@ describe("docs", () => {
     }
   })
 
-  it("every snippet file is shown in a guide, and is a program run here or a module they load", () => {
+  it("every snippet file is shown in a guide, and is a program run here or in the GPU suite, or a module they load", () => {
     const shown = new Set(blocks.map((b) => b.snippet))
     const files = fs.readdirSync(snippetsDir).filter((name) => name.endsWith(".ts"))
     for (const name of files) expect(shown.has(`docs/snippets/${name}`), `docs/snippets/${name} is in no guide`).toBe(true)
-    expect([...files].sort()).toEqual([...PROGRAMS.map(([name]) => name), ...MODULES].sort())
+    expect([...files].sort()).toEqual([...PROGRAMS.map(([name]) => name), ...GPU_PROGRAMS, ...MODULES].sort())
+    const gpuSuite = fs.readFileSync(join(root, GPU_SUITE), "utf8")
+    for (const name of GPU_PROGRAMS) expect(gpuSuite, `${GPU_SUITE} does not run ${name}`).toContain(`runSnippet("${name}")`)
     for (const path of [...shown].filter((p) => !p!.startsWith("docs/snippets/"))) {
       const test = RUN_ELSEWHERE[path!]
       expect(test, `${path} is shown, and no test is named as running it`).toBeDefined()
