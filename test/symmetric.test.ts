@@ -105,13 +105,29 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     expect(await onAll((w) => w.free(["p", "q"]))).toEqual(Array.from({ length: 3 }, () => ({ ok: [false, false] })))
   })
 
-  it("a double free, a view, a peer's copy and a foreign tensor fail clearly; a freed tensor cannot be read", async () => {
+  it("a bad free (a view, a peer's copy, a double free) on one rank fails every rank of its group in the same round; the next free lines up", async () => {
     await onAll((w) => w.alloc("d", [2, 2], "float64", { group: "sym" }))
-    expect(await take(a.freeView("d"))).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a view of symmetric allocation") })
-    expect(await take(a.freePeer("d", 1))).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a peer's copy") })
+    await onAll((w) => w.alloc("e", [2], "float64", { group: "sym" }))
+    // A limit, so that a rank left waiting in the gather shows as a TimeoutError instead of a hang.
+    const limit = { timeoutMs: 5_000 }
+    const view = await onAll((w, rank) => (rank === 0 ? w.freeView("d", limit) : w.free(["d"], limit)))
+    expect(view[0]).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a view of symmetric allocation") })
+    for (const r of view.slice(1)) expect(r).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 0 refused: the tensor is a view") })
+    const peer = await onAll((w, rank) => (rank === 2 ? w.freePeer("d", 1, limit) : w.free(["d"], limit)))
+    expect(peer[2]).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a peer's copy") })
+    for (const r of peer.slice(0, 2)) expect(r).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 2 refused") })
+    // Nothing was freed, and every rank's calls still line up: the right free works everywhere.
+    expect(await onAll((w) => w.free(["d"], limit))).toEqual(Array.from({ length: 3 }, () => ({ ok: [false] })))
+    // A double free on rank 1 while the others free e: every rank fails, e stays allocated.
+    const twice = await onAll((w, rank) => w.free([rank === 1 ? "d" : "e"], limit))
+    expect(twice[1]).toMatchObject({ tag: "SymmetricFreeError", reason: "double-free" })
+    for (const r of [twice[0], twice[2]]) expect(r).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 1 refused") })
+    expect((await take(c.read("e"))).nbytes).toBe(16)
+    expect(await onAll((w) => w.free(["e"], limit))).toEqual(Array.from({ length: 3 }, () => ({ ok: [false] })))
+    // A foreign tensor names no group: it fails on its own rank, at once, and takes no round.
     expect(await take(a.freeForeign())).toMatchObject({ tag: "SymmetricFreeError", reason: "foreign" })
-    await onAll((w) => w.free(["d"]))
-    expect(await take(a.free(["d"]))).toMatchObject({ tag: "SymmetricFreeError", reason: "double-free" })
+    await onAll((w) => w.alloc("f", [1], "float32", { group: "sym" }))
+    expect(await onAll((w) => w.free(["f"], limit))).toEqual(Array.from({ length: 3 }, () => ({ ok: [false] })))
     expect(await take(b.readFreed("d"))).toMatchObject({ tag: "ObjectFreedError", message: expect.stringContaining("freeSymmetric") })
   })
 
