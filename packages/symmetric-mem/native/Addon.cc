@@ -1,5 +1,6 @@
 // Entry point of the tensorlane symmetric-memory addon: thin bindings over the process-wide
 // SegmentTable (see SegmentTable.h for why every thread shares it) and the NVSHMEM host library.
+#include "Arguments.h"
 #include "CopyJob.h"
 #include "Failure.h"
 #include "NvshmemLibrary.h"
@@ -28,15 +29,6 @@ Napi::Value guarded(const Napi::CallbackInfo& info, F&& body) {
 std::string stringArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
   if (!info[i].IsString()) throw Failure(FailureCode::Usage, std::string(what) + " must be a string");
   return info[i].As<Napi::String>().Utf8Value();
-}
-
-uint64_t uintArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
-  if (!info[i].IsNumber()) throw Failure(FailureCode::Protocol, std::string(what) + " must be a number");
-  double d = info[i].As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d))) {
-    throw Failure(FailureCode::Protocol, std::string(what) + " must be a non-negative integer");
-  }
-  return static_cast<uint64_t>(d);
 }
 
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
