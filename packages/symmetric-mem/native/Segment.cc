@@ -79,6 +79,8 @@ bool Segment::contains(const uint8_t* address, size_t length) const {
 std::shared_ptr<Segment> Segment::create(const std::string& name, uint64_t dataBytes) {
   checkName(name);
   if (dataBytes > (uint64_t{1} << 46)) throw Failure(FailureCode::Usage, "a segment of " + std::to_string(dataBytes) + " bytes is too large");
+  // Drawn before anything is opened: from here on, every failure undoes what it opened.
+  std::string token = freshToken();
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) throw systemFailure("shm_open(" + name + ", O_CREAT | O_EXCL)");
   const size_t mapped = kHeaderBytes + dataBytes;
@@ -96,7 +98,6 @@ std::shared_ptr<Segment> Segment::create(const std::string& name, uint64_t dataB
     shm_unlink(name.c_str());
     throw failure;
   }
-  std::string token = freshToken();
   Header* header = static_cast<Header*>(base);
   std::memcpy(header->token, token.data(), kTokenChars);
   header->dataBytes = dataBytes;

@@ -3,8 +3,11 @@
  * the token, name or range is wrong; SharedArrayBuffers over a segment shared with a worker thread
  * (the transfer agent's situation) and surviving that worker's exit; nothing left in /dev/shm.
  */
+import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
+import { join } from "node:path"
 import { Worker } from "node:worker_threads"
 import { afterEach, describe, expect, it } from "vitest"
 import { loadAddon } from "../src/internal/loadAddon.ts"
@@ -98,5 +101,34 @@ describe("segments", () => {
     )
     expect(await new Promise((resolve) => worker.once("message", resolve))).toBe("ready")
     expect(await worker.terminate()).toBe(1)
+  })
+})
+
+describe("a segment whose creation fails", () => {
+  it("leaves no name, fd or mapping when its token cannot be drawn (getrandom failing: an LD_PRELOAD test double)", () => {
+    const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-getrandom-"))
+    try {
+      const double = join(dir, "failingGetrandom.so")
+      execFileSync("cc", ["-shared", "-fPIC", "-o", double, new URL("doubles/failingGetrandom.c", import.meta.url).pathname, "-ldl"])
+      const name = fresh().name
+      // A child process, so that the double is preloaded before the addon binds getrandom.
+      const script = `
+        const fs = require("node:fs")
+        const addon = require(process.argv[1])
+        const name = process.argv[2]
+        const fds = () => fs.readdirSync("/proc/self/fd").length
+        const maps = () => fs.readFileSync("/proc/self/maps", "utf8").split("\\n").filter((l) => l.includes(name)).length
+        const before = fds()
+        let error
+        process.env.TENSORLANE_TEST_FAIL_GETRANDOM = "1"
+        try { addon.createSegment("k", name, 1 << 20) } catch (e) { error = { code: e.code, message: e.message } }
+        delete process.env.TENSORLANE_TEST_FAIL_GETRANDOM
+        console.log(JSON.stringify({ error, fds: fds() - before, maps: maps(), named: fs.existsSync("/dev/shm" + name) }))`
+      const addonPath = new URL("../build/Release/tensorlane_symmetric.node", import.meta.url).pathname
+      const out = execFileSync(process.execPath, ["-e", script, addonPath, name], { env: { ...process.env, LD_PRELOAD: double }, encoding: "utf8" })
+      expect(JSON.parse(out)).toEqual({ error: { code: "system", message: expect.stringContaining("getrandom") }, fds: 0, maps: 0, named: false })
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
