@@ -201,6 +201,29 @@ describe("the shm transport", () => {
   })
 })
 
+describe("a full /dev/shm", () => {
+  it("a block /dev/shm cannot back fails with OutOfMemoryError on every rank (posix_fallocate, ENOSPC) instead of a SIGBUS at first touch; the heap stays usable", async () => {
+    const { blocks, bsize } = fs.statfsSync("/dev/shm")
+    const size = blocks * bsize
+    // A heap larger than /dev/shm is only address space (the segment is sparse); a block larger than
+    // /dev/shm cannot be backed, and tmpfs says so before taking any page.
+    const ranks = await cluster.spawn(SymWorker, { count: 2, env: { TENSORLANE_SHM_HEAP_BYTES: String(size + 2 ** 26) } })
+    const full = await cluster.createCollectiveGroup(ranks, { backend: "shm", name: "full" })
+    try {
+      const huge = await Promise.all(ranks.map((w) => take(w.alloc("huge", [Math.ceil((size + 2 ** 20) / 4)], "float32", { group: "full" }))))
+      for (const m of huge) expect(m).toMatchObject({ tag: "OutOfMemoryError", message: expect.stringContaining("/dev/shm is full (rank 0: ") })
+      // Every rank gave its block back: the next allocation lines up, at the same place on both.
+      const small = await Promise.all(ranks.map((w) => take(w.alloc("small", [1024], "float32", { group: "full" }))))
+      for (const m of small) expect(m.ok?.nbytes).toBe(4096)
+      await take(ranks[0].fill("small", 2))
+      expect((await take(ranks[1].readPeer("small", 0))).ok?.values).toEqual(new Array(1024).fill(2))
+      expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([{ ok: [false] }, { ok: [false] }])
+    } finally {
+      await full.destroy()
+    }
+  })
+})
+
 describe("crashes leave nothing behind", () => {
   it("killed ranks (the heap's creator too) leave nothing in /dev/shm, and their peers' next collective call fails instead of hanging", async () => {
     const [x, y, z] = await cluster.spawn(SymWorker, { count: 3 })

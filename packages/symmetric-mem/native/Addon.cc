@@ -78,6 +78,13 @@ Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value ReserveSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::shared_ptr<Segment> segment = mapped(stringArg(info, 0, "key"));
+    return Napi::Boolean::New(info.Env(), segment->reserve(uintArg(info, 1, "offset"), uintArg(info, 2, "length")));
+  });
+}
+
 Napi::Value UnlinkSegment(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     Segment::unlink(stringArg(info, 0, "name"));
@@ -170,6 +177,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
   exports.Set("countOpener", Napi::Function::New(env, CountOpener));
   exports.Set("openPeerSegment", Napi::Function::New(env, OpenPeerSegment));
+  exports.Set("reserveSegment", Napi::Function::New(env, ReserveSegment));
   exports.Set("unlinkSegment", Napi::Function::New(env, UnlinkSegment));
   exports.Set("detachSegment", Napi::Function::New(env, DetachSegment));
   exports.Set("segmentBuffer", Napi::Function::New(env, SegmentBuffer));

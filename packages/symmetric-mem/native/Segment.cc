@@ -151,6 +151,25 @@ std::shared_ptr<Segment> Segment::openByPid(int64_t pid, int64_t fd, const std::
   return mapExisting(opened, path, token, false);
 }
 
+bool Segment::reserve(uint64_t offset, uint64_t length) {
+  if (!writable_) throw Failure(FailureCode::Usage, "a peer's segment is read only: it cannot be reserved");
+  if (offset > dataBytes_ || length > dataBytes_ - offset) {
+    throw Failure(FailureCode::Usage, "a reservation of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                                          " leaves the segment's " + std::to_string(dataBytes_) + " bytes");
+  }
+  if (length == 0) return true;
+  int rc;
+  do {
+    rc = posix_fallocate(fd_, static_cast<off_t>(kHeaderBytes + offset), static_cast<off_t>(length));
+  } while (rc == EINTR);
+  if (rc == ENOSPC) return false;
+  if (rc != 0) {
+    errno = rc;
+    throw systemFailure("posix_fallocate of " + std::to_string(length) + " bytes");
+  }
+  return true;
+}
+
 uint32_t Segment::countOpener() {
   return reinterpret_cast<Header*>(base_)->openers.fetch_add(1) + 1;
 }

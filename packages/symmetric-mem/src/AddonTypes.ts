@@ -21,6 +21,8 @@ export interface SymmetricAddon {
   countOpener(key: string): number
   /** Maps another process's open segment read-only through /proc/<pid>/fd/<fd>; returns its data size. */
   openPeerSegment(key: string, pid: number, fd: number, token: string): number
+  /** posix_fallocate of [offset, offset + length) of a writable segment's data; false when the file system is full (ENOSPC). */
+  reserveSegment(key: string, offset: number, length: number): boolean
   unlinkSegment(name: string): void
   /** Forgets a key (the mapping lives while buffers over it do); false when it was not mapped. */
   detachSegment(key: string): boolean

@@ -104,6 +104,23 @@ describe("segments", () => {
   })
 })
 
+describe("reserving a segment's pages", () => {
+  it("posix_fallocate: a range /dev/shm cannot back is refused (false, ENOSPC) before any page is taken; others are taken", () => {
+    const { a, b, name } = fresh()
+    const { blocks, bsize } = fs.statfsSync("/dev/shm")
+    // Sparse: a segment larger than /dev/shm costs address space only.
+    const token = addon.createSegment(a, name, blocks * bsize + 2 ** 21)
+    addon.unlinkSegment(name)
+    expect(addon.reserveSegment(a, 0, blocks * bsize + 2 ** 20)).toBe(false)
+    expect(addon.reserveSegment(a, 2 ** 20, 2 ** 20)).toBe(true)
+    expect(addon.reserveSegment(a, 0, 0)).toBe(true)
+    expect(() => addon.reserveSegment(a, blocks * bsize, 2 ** 22)).toThrow(expect.objectContaining({ code: "usage", message: expect.stringContaining("leaves the segment") }))
+    expect(() => addon.reserveSegment(a, -1, 1)).toThrow(expect.objectContaining({ code: "protocol" }))
+    addon.openPeerSegment(b, process.pid, addon.segmentInfo(a)!.fd, token)
+    expect(() => addon.reserveSegment(b, 0, 1)).toThrow(expect.objectContaining({ code: "usage", message: expect.stringContaining("read only") }))
+  })
+})
+
 describe("a segment whose creation fails", () => {
   it("leaves no name, fd or mapping when its token cannot be drawn (getrandom failing: an LD_PRELOAD test double)", () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-getrandom-"))

@@ -9,6 +9,7 @@ import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { BlockAllocator } from "./blockAllocator.js"
 import { loadAddon } from "./loadAddon.js"
+import { reserveOnEveryRank } from "./reservation.js"
 import { groupKey } from "./settings.js"
 
 interface Heap {
@@ -73,7 +74,7 @@ export const shmBackend: SymmetricBackend = {
   name: "shm",
   heapId: (member) => heapOf(member).token,
   digest: (member) => heapOf(member).allocator.digest(),
-  allocate: async (member, byteLength) => {
+  allocate: async (member, byteLength, gather) => {
     const heap = heapOf(member)
     const offset = heap.allocator.allocate(byteLength)
     if (offset === undefined) {
@@ -88,6 +89,8 @@ export const shmBackend: SymmetricBackend = {
       storage: (rank, n, isFreed) => new HeapStorage(heap.memory, rank * heap.capacity + offset, n, isFreed, `symmetric block at ${offset} of group "${member.name}" (rank ${rank}'s copy)`),
       free: () => heap.allocator.free(offset),
     }
+    const reservation = { key: groupKey(member.name), offset: member.rank * heap.capacity + offset, byteLength, capacity: heap.capacity, heap: `the shm heap of group "${member.name}"` }
+    await reserveOnEveryRank(member, gather, reservation, block.free)
     return block
   },
 }
