@@ -157,7 +157,30 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     expect(await take(a.sum(viaShm))).toBe(7 * 8)
     expect(((await cluster.get(viaShm)) as Tensor).toArray()).toEqual(new Array(8).fill(7))
     viaShm.release()
-    await onAll((w) => w.free(["r"]))
+    // The release reaches the producer as a message: until then the free is refused (below).
+    expect(await eventually(() => onAll((w) => w.free(["r"])), (r) => r.every((f) => f.ok !== undefined))).toEqual(Array.from({ length: 3 }, () => ({ ok: [false] })))
+  })
+
+  it("a block still exported over shm (its object not released) cannot be freed: every rank fails, consumers keep reading its data, and the free works after release", async () => {
+    await onAll((w) => w.alloc("x", [4], "int32", { group: "sym" }))
+    await onAll((w, rank) => w.fill("x", rank + 1))
+    const own = b.giveShm("x")
+    expect(await take(c.sum(own))).toBe(8)
+    const refused = await onAll((w) => w.free(["x"]))
+    expect(refused[1]).toMatchObject({ tag: "SymmetricFreeError", reason: "exported", message: expect.stringContaining("still exported for in-place reads by") })
+    for (const r of [refused[0], refused[2]]) expect(r).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 1 refused") })
+    // Nothing was freed, so a new allocation cannot take the block: the consumer still reads rank 1's data.
+    await onAll((w) => w.alloc("y", [4], "int32", { group: "sym" }))
+    await onAll((w) => w.fill("y", 9))
+    expect(await take(a.sum(own))).toBe(8)
+    // A peer's copy exported by another rank blocks the free too.
+    const peer = a.givePeerShm("x", 2)
+    expect(await take(c.values(peer))).toEqual([3, 3, 3, 3])
+    own.release()
+    const stillPeer = await eventually(() => onAll((w) => w.free(["x"])), (r) => r[1].reason !== "exported")
+    expect(stillPeer[0]).toMatchObject({ tag: "SymmetricFreeError", reason: "exported", message: expect.stringContaining("rank 2's copy") })
+    peer.release()
+    expect(await eventually(() => onAll((w) => w.free(["x", "y"])), (r) => r.every((f) => f.ok !== undefined))).toEqual(Array.from({ length: 3 }, () => ({ ok: [false, false] })))
   })
 })
 

@@ -2,6 +2,7 @@
 // SegmentTable (see SegmentTable.h for why every thread shares it) and the NVSHMEM host library.
 #include "Arguments.h"
 #include "CopyJob.h"
+#include "ExportTable.h"
 #include "Failure.h"
 #include "NvshmemLibrary.h"
 #include "Segment.h"
@@ -172,6 +173,31 @@ Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value PinExport(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::string objectId = stringArg(info, 0, "objectId");
+    Napi::Uint8Array bytes = bytesArg(info, 1, "bytes");
+    ExportTable::instance().pin(objectId, bytes.Data(), bytes.ByteLength());
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value ReleaseExport(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    return Napi::Boolean::New(info.Env(), ExportTable::instance().release(stringArg(info, 0, "objectId")));
+  });
+}
+
+Napi::Value ExportsOver(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
+    std::vector<std::string> holders = ExportTable::instance().holders(bytes.Data(), bytes.ByteLength());
+    Napi::Array out = Napi::Array::New(info.Env(), holders.size());
+    for (size_t i = 0; i < holders.size(); i++) out.Set(static_cast<uint32_t>(i), holders[i]);
+    return out;
+  });
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createSegment", Napi::Function::New(env, CreateSegment));
   exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
@@ -186,6 +212,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("locate", Napi::Function::New(env, Locate));
   exports.Set("copy", Napi::Function::New(env, Copy));
   exports.Set("readSegment", Napi::Function::New(env, ReadSegment));
+  exports.Set("pinExport", Napi::Function::New(env, PinExport));
+  exports.Set("releaseExport", Napi::Function::New(env, ReleaseExport));
+  exports.Set("exportsOver", Napi::Function::New(env, ExportsOver));
   registerNvshmem(env, exports);
   return exports;
 }

@@ -36,6 +36,12 @@ export interface SymmetricAddon {
   copy(target: Uint8Array, source: Uint8Array): Promise<void>
   /** memcpy from a mapped segment's data (bounds-checked) on a libuv thread. */
   readSegment(key: string, offset: number, target: Uint8Array): Promise<void>
+  /** Records that `objectId` exports `bytes` in place (consumers read them at fetch time), process-wide. */
+  pinExport(objectId: string, bytes: Uint8Array): void
+  /** Forgets the object's exported ranges; false when it had none. */
+  releaseExport(objectId: string): boolean
+  /** The objects exporting any byte of `bytes`. */
+  exportsOver(bytes: Uint8Array): ReadonlyArray<string>
 
   nvshmemLoad(path: string): void
   /** The path NVSHMEM was loaded from in this process, if it was. */

@@ -12,6 +12,7 @@ import type { Gather, SymmetricBlock } from "./Backend.js"
 import { SymmetricFreeError } from "./Errors.js"
 import { type Statement, agree } from "./internal/agreement.js"
 import { type BackendName, backendFor } from "./internal/backends.js"
+import { loadAddon } from "./internal/loadAddon.js"
 
 export interface AllocateSymmetricOptions {
   /** The collective group (by name) whose members allocate together. */
@@ -183,6 +184,25 @@ const refusalOf = (tensor: unknown): SymmetricFreeError | undefined => {
 }
 
 /**
+ * Refuses to free a block some object still exports for in-place reads (the shm transport pins the
+ * bytes it describes until the object is released): a consumer reads at fetch time, so a block
+ * freed and handed to a new allocation would give it other data. Every rank's copy is checked,
+ * since this process may export a peer's copy.
+ */
+const exportRefusal = (allocation: Allocation): SymmetricFreeError | undefined => {
+  if (allocation.block.device !== "cpu") return undefined
+  const addon = loadAddon()
+  const holders = allocation.shapes.flatMap((shape, rank) =>
+    addon.exportsOver(allocation.block.storage(rank, byteLengthOf(shape, allocation.dtype), () => false).bytes).map((id) => `${id} (rank ${rank}'s copy)`),
+  )
+  if (holders.length === 0) return undefined
+  return new SymmetricFreeError({
+    message: `${allocation.label} is still exported for in-place reads by ${holders.join(", ")}: release those objects before freeing it (freed, its block would go to the next allocation while consumers may still read it)`,
+    reason: "exported",
+  })
+}
+
+/**
  * Frees tensors allocateSymmetric returned; collective: every rank frees the same allocations in
  * the same order. A view, a peer's copy or a double free still takes part in the gather of its
  * allocation's group, stating the refusal, so that every rank of that group fails in the same
@@ -196,8 +216,9 @@ export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetri
   let failure: unknown
   const byGroup = new Map<string, Array<Allocation>>()
   for (const tensor of tensors) {
-    failure ??= refusalOf(tensor)
     const allocation = allocationOf(tensor)
+    // No refusal of the tensor itself means it is an allocation's own tensor, not yet freed.
+    failure ??= refusalOf(tensor) ?? exportRefusal(allocation!)
     if (allocation === undefined) continue
     const list = byGroup.get(allocation.group) ?? []
     if (list.includes(allocation)) {

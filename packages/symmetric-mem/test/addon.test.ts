@@ -104,6 +104,26 @@ describe("segments", () => {
   })
 })
 
+describe("in-place exports", () => {
+  it("are pinned by object until released, and found by any overlapping range, from any thread's view of the bytes", () => {
+    const { a, name } = fresh()
+    addon.createSegment(a, name, 1 << 16)
+    addon.unlinkSegment(name)
+    const heap = new Uint8Array(addon.segmentBuffer(a)!)
+    const other = new Uint8Array(addon.segmentBuffer(a)!)
+    addon.pinExport("obj.1", heap.subarray(256, 512))
+    addon.pinExport("obj.2", heap.subarray(1024, 1025))
+    expect(addon.exportsOver(other.subarray(0, 256))).toEqual([])
+    expect(addon.exportsOver(other.subarray(511, 1024))).toEqual(["obj.1"])
+    expect([...addon.exportsOver(other.subarray(0, 4096))].sort()).toEqual(["obj.1", "obj.2"])
+    expect(addon.exportsOver(other.subarray(300, 300))).toEqual([])
+    expect(addon.releaseExport("obj.1")).toBe(true)
+    expect(addon.releaseExport("obj.1")).toBe(false)
+    expect(addon.exportsOver(other.subarray(0, 4096))).toEqual(["obj.2"])
+    expect(addon.releaseExport("obj.2")).toBe(true)
+  })
+})
+
 describe("reserving a segment's pages", () => {
   it("posix_fallocate: a range /dev/shm cannot back is refused (false, ENOSPC) before any page is taken; others are taken", () => {
     const { a, b, name } = fresh()
