@@ -247,6 +247,35 @@ describe("a full /dev/shm", () => {
   })
 })
 
+describe("memory of destroyed groups", () => {
+  /** Whether process `pid` maps a segment of shm group `name` (its name stays in /proc/<pid>/maps, as deleted). */
+  const maps = (pid: number, name: string): boolean => fs.readFileSync(`/proc/${pid}/maps`, "utf8").includes(`/tensorlane-sym-${name}-`)
+
+  it("is unmapped by a member once its tensors are gone, and by a consumer that read it over shm once the producer is gone, without another call", async () => {
+    const [x, y, z] = await cluster.spawn(SymWorker, { count: 3 })
+    const [px, py, pz] = await Promise.all([x, y, z].map((w) => take(w.pid())))
+    const lingering = await cluster.createCollectiveGroup([x, y], { backend: "shm", name: "lingering" })
+    await Promise.all([x, y].map((w) => take(w.alloc("t", [256], "float32", { group: "lingering" }))))
+    await take(x.fill("t", 5))
+    const ref = x.giveShm("t")
+    expect(await take(z.sum(ref))).toBe(5 * 256)
+    expect([px, py, pz].map((pid) => maps(pid, "lingering"))).toEqual([true, true, true])
+    ref.release()
+    expect(await eventually(() => Promise.all([x, y].map((w) => take(w.free(["t"])))), (r) => r.every((f) => f.ok !== undefined))).toEqual([{ ok: [false] }, { ok: [false] }])
+    await Promise.all([x, y].map((w) => take(w.forget("t"))))
+    await lingering.destroy()
+    // y made no call since: its main thread forgets the destroyed group's heap by itself.
+    const member = async () => {
+      await take(y.gc())
+      return maps(py, "lingering")
+    }
+    expect(await eventually(member, (mapped) => !mapped, 10_000)).toBe(false)
+    // The consumer keeps its mapping while the producer holds the segment open, and drops it once the producer is gone.
+    process.kill(px, "SIGKILL")
+    expect(await eventually(() => maps(pz, "lingering"), (mapped) => !mapped, 10_000)).toBe(false)
+  })
+})
+
 describe("crashes leave nothing behind", () => {
   it("killed ranks (the heap's creator too) leave nothing in /dev/shm, and their peers' next collective call fails instead of hanging", async () => {
     const [x, y, z] = await cluster.spawn(SymWorker, { count: 3 })

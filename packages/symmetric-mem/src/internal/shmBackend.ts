@@ -33,8 +33,30 @@ const symmetricAllocator: Allocator = {
   },
 }
 
+/** How often heaps of destroyed groups are looked for while any heap is known. */
+const SWEEP_MS = 1_000
+let sweeper: ReturnType<typeof setInterval> | undefined
+
+/**
+ * Forgets the heaps of destroyed groups (the transfer agent, on its own thread, detached their
+ * segments), since an entry keeps its whole heap mapped. This thread hears of no destroy, hence a
+ * check at every lookup and, while heaps are known, on a slow timer that never keeps the process up.
+ */
+const forgetDestroyedHeaps = (): void => {
+  const addon = loadAddon()
+  for (const [name, heap] of heaps) {
+    if (addon.segmentInfo(groupKey(name))?.token !== heap.token) heaps.delete(name)
+  }
+  if (heaps.size === 0 && sweeper !== undefined) {
+    clearInterval(sweeper)
+    sweeper = undefined
+  }
+}
+
 /** The heap this process mapped for the group, rebuilt when the group was created anew under the same name. */
 const heapOf = (member: GroupMember): Heap => {
+  forgetDestroyedHeaps()
+  sweeper ??= setInterval(forgetDestroyedHeaps, SWEEP_MS).unref()
   const addon = loadAddon()
   const info = addon.segmentInfo(groupKey(member.name))
   if (info === undefined) {
