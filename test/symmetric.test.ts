@@ -8,7 +8,7 @@
 import * as fs from "node:fs"
 import { type ActorHandle, type Cluster, type CollectiveGroup, type GetOptions, type ObjectRef, Tensor, start } from "@tensorlane/core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { SymWorker } from "./fixtures/symmetricActors.mjs"
+import { type Outcome, SymWorker } from "./fixtures/symmetricActors.mjs"
 import { eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
 
 const SYMMETRIC = "@tensorlane/symmetric-mem"
@@ -110,10 +110,10 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     await onAll((w) => w.alloc("e", [2], "float64", { group: "sym" }))
     // A limit, so that a rank left waiting in the gather shows as a TimeoutError instead of a hang.
     const limit = { timeoutMs: 5_000 }
-    const view = await onAll((w, rank) => (rank === 0 ? w.freeView("d", limit) : w.free(["d"], limit)))
+    const view = await onAll<Outcome<unknown>>((w, rank) => (rank === 0 ? w.freeView("d", limit) : w.free(["d"], limit)))
     expect(view[0]).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a view of symmetric allocation") })
     for (const r of view.slice(1)) expect(r).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 0 refused: the tensor is a view") })
-    const peer = await onAll((w, rank) => (rank === 2 ? w.freePeer("d", 1, limit) : w.free(["d"], limit)))
+    const peer = await onAll<Outcome<unknown>>((w, rank) => (rank === 2 ? w.freePeer("d", 1, limit) : w.free(["d"], limit)))
     expect(peer[2]).toMatchObject({ tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a peer's copy") })
     for (const r of peer.slice(0, 2)) expect(r).toMatchObject({ tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 2 refused") })
     // Nothing was freed, and every rank's calls still line up: the right free works everywhere.
