@@ -96,6 +96,8 @@ describe("segments", () => {
        addon.unlinkSegment(workerData.name)
        new Uint8Array(addon.segmentBuffer("w")).fill(1)
        addon.detachSegment("w")
+       // Kept running until terminated: a worker that ended on its own first would make terminate() resolve undefined.
+       setInterval(() => undefined, 1000)
        parentPort.postMessage("ready")`,
       { eval: true, workerData: { addon: new URL("../build/Release/tensorlane_symmetric.node", import.meta.url).pathname, name: fresh().name } },
     )
