@@ -130,7 +130,7 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
     shapes = allocations.map((s) => s.shape)
     size = Math.max(...allocations.map((s) => s.bytes))
   }
-  const block = await backend.allocate(member, size, gather, { device: options.device })
+  const block = await backend.allocate(member, size, gather, { device: options.device, timeoutMs: options.timeoutMs })
   const allocation: Allocation = {
     id: seq,
     group: member.name,
