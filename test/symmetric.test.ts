@@ -17,6 +17,7 @@ import {
   MissingGroupError,
   type ObjectRef,
   ObjectFreedError,
+  OutOfMemoryError,
   ShapeError,
   Tensor,
   TimeoutError,
@@ -57,6 +58,16 @@ const failureOf = (ref: ObjectRef<unknown>): Promise<Error> =>
 /** onAll for calls that fail on every member: each member's error. */
 const failuresOnAll = (call: (w: ActorHandle<typeof SymWorker>, rank: number) => ObjectRef<unknown>): Promise<Array<Error>> =>
   Promise.all([a, b, c].map((w, rank) => failureOf(call(w, rank))))
+
+/** What a call returned, or the error it failed with. */
+const settle = <A>(ref: ObjectRef<A>): Promise<A | Error> => take(ref).catch((error: Error) => error)
+
+/** onAll for calls that may fail on some members only: each member's value or error. */
+const settledOnAll = <A>(call: (w: ActorHandle<typeof SymWorker>, rank: number) => ObjectRef<A>): Promise<Array<A | Error>> =>
+  Promise.all([a, b, c].map((w, rank) => settle(call(w, rank))))
+
+/** Whether no member failed (for retries until a release has reached the producer). */
+const noneFailed = (results: Array<unknown>): boolean => results.every((r) => !(r instanceof Error))
 
 beforeAll(async () => {
   cluster = await start({ transports: [SYMMETRIC] })
@@ -146,17 +157,43 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     expect(await onAll((w) => w.free(["p", "q"]))).toEqual(Array.from({ length: 3 }, () => [false, false]))
   })
 
-  it("a double free, a view, a peer's copy and a foreign tensor fail clearly; a freed tensor cannot be read", async () => {
+  it("a bad free (a view, a peer's copy, a double free) on one rank fails every rank of its group in the same round; the next free lines up", async () => {
     await onAll((w) => w.alloc("d", [2, 2], "float64", { group: "sym" }))
-    const view = await failureOf(a.freeView("d"))
-    expect(view).toBeInstanceOf(SymmetricFreeError)
-    expect(view).toMatchObject({ reason: "view", message: expect.stringContaining("a view of symmetric allocation") })
-    expect(await failureOf(a.freePeer("d", 1))).toMatchObject({ _tag: "SymmetricFreeError", reason: "view", message: expect.stringContaining("a peer's copy") })
-    expect(await failureOf(a.freeForeign())).toMatchObject({ _tag: "SymmetricFreeError", reason: "foreign" })
-    await onAll((w) => w.free(["d"]))
-    const twice = await failureOf(a.free(["d"]))
-    expect(twice).toBeInstanceOf(SymmetricFreeError)
-    expect(twice).toMatchObject({ reason: "double-free" })
+    await onAll((w) => w.alloc("e", [2], "float64", { group: "sym" }))
+    // A limit, so that a rank left waiting in the gather shows as a TimeoutError instead of a hang.
+    const limit = { timeoutMs: 5_000 }
+    const view = await failuresOnAll((w, rank) => (rank === 0 ? w.freeView("d", limit) : w.free(["d"], limit)))
+    expect(view[0]).toBeInstanceOf(SymmetricFreeError)
+    expect(view[0]).toMatchObject({ reason: "view", message: expect.stringContaining("a view of symmetric allocation") })
+    for (const e of view.slice(1)) {
+      expect(e).toBeInstanceOf(SymmetricMismatchError)
+      expect(e).toMatchObject({ what: "peer", message: expect.stringContaining("rank 0 refused: the tensor is a view") })
+    }
+    const peer = await failuresOnAll((w, rank) => (rank === 2 ? w.freePeer("d", 1, limit) : w.free(["d"], limit)))
+    expect(peer[2]).toBeInstanceOf(SymmetricFreeError)
+    expect(peer[2]).toMatchObject({ reason: "view", message: expect.stringContaining("a peer's copy") })
+    for (const e of peer.slice(0, 2)) {
+      expect(e).toBeInstanceOf(SymmetricMismatchError)
+      expect(e).toMatchObject({ what: "peer", message: expect.stringContaining("rank 2 refused") })
+    }
+    // Nothing was freed, and every rank's calls still line up: the right free works everywhere.
+    expect(await onAll((w) => w.free(["d"], limit))).toEqual([[false], [false], [false]])
+    // A double free on rank 1 while the others free e: every rank fails, e stays allocated.
+    const twice = await failuresOnAll((w, rank) => w.free([rank === 1 ? "d" : "e"], limit))
+    expect(twice[1]).toBeInstanceOf(SymmetricFreeError)
+    expect(twice[1]).toMatchObject({ reason: "double-free" })
+    for (const e of [twice[0], twice[2]]) {
+      expect(e).toBeInstanceOf(SymmetricMismatchError)
+      expect(e).toMatchObject({ what: "peer", message: expect.stringContaining("rank 1 refused") })
+    }
+    expect((await take(c.read("e"))).nbytes).toBe(16)
+    expect(await onAll((w) => w.free(["e"], limit))).toEqual([[false], [false], [false]])
+    // A foreign tensor names no group: it fails on its own rank, at once, and takes no round.
+    const foreign = await failureOf(a.freeForeign())
+    expect(foreign).toBeInstanceOf(SymmetricFreeError)
+    expect(foreign).toMatchObject({ reason: "foreign" })
+    await onAll((w) => w.alloc("f", [1], "float32", { group: "sym" }))
+    expect(await onAll((w) => w.free(["f"], limit))).toEqual([[false], [false], [false]])
     const freed = await failureOf(b.readFreed("d"))
     expect(freed).toBeInstanceOf(ObjectFreedError)
     expect(freed.message).toContain("freeSymmetric")
@@ -190,7 +227,36 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     expect(await take(a.sum(viaShm))).toBe(7 * 8)
     expect(((await cluster.get(viaShm)) as Tensor).toArray()).toEqual(new Array(8).fill(7))
     viaShm.release()
-    await onAll((w) => w.free(["r"]))
+    // The release reaches the producer as a message: until then the free is refused (below).
+    expect(await eventually(() => settledOnAll((w) => w.free(["r"])), noneFailed)).toEqual([[false], [false], [false]])
+  })
+
+  it("a block still exported over shm (its object not released) cannot be freed: every rank fails, consumers keep reading its data, and the free works after release", async () => {
+    await onAll((w) => w.alloc("x", [4], "int32", { group: "sym" }))
+    await onAll((w, rank) => w.fill("x", rank + 1))
+    const own = b.giveShm("x")
+    expect(await take(c.sum(own))).toBe(8)
+    const refused = await failuresOnAll((w) => w.free(["x"]))
+    expect(refused[1]).toBeInstanceOf(SymmetricFreeError)
+    expect(refused[1]).toMatchObject({ reason: "exported", message: expect.stringContaining("still exported for in-place reads by") })
+    for (const e of [refused[0], refused[2]]) {
+      expect(e).toBeInstanceOf(SymmetricMismatchError)
+      expect(e).toMatchObject({ what: "peer", message: expect.stringContaining("rank 1 refused") })
+    }
+    // Nothing was freed, so a new allocation cannot take the block: the consumer still reads rank 1's data.
+    await onAll((w) => w.alloc("y", [4], "int32", { group: "sym" }))
+    await onAll((w) => w.fill("y", 9))
+    expect(await take(a.sum(own))).toBe(8)
+    // A peer's copy exported by another rank blocks the free too.
+    const peer = a.givePeerShm("x", 2)
+    expect(await take(c.values(peer))).toEqual([3, 3, 3, 3])
+    own.release()
+    // Once rank 1's release arrives, rank 1 fails only because rank 0 still exports rank 2's copy.
+    const stillPeer = await eventually(() => failuresOnAll((w) => w.free(["x"])), (r) => !(r[1] instanceof SymmetricFreeError))
+    expect(stillPeer[0]).toBeInstanceOf(SymmetricFreeError)
+    expect(stillPeer[0]).toMatchObject({ reason: "exported", message: expect.stringContaining("rank 2's copy") })
+    peer.release()
+    expect(await eventually(() => settledOnAll((w) => w.free(["x", "y"])), noneFailed)).toEqual([[false, false], [false, false], [false, false]])
   })
 })
 
@@ -244,6 +310,61 @@ describe("the shm transport", () => {
     const put = await cluster.put(Tensor.arange(100, { dtype: "float64" }), { tensorTransport: "shm" })
     expect(await take(c.sum(put))).toBe(4950)
     put.release()
+  })
+})
+
+describe("a full /dev/shm", () => {
+  it("a block /dev/shm cannot back fails with OutOfMemoryError on every rank (posix_fallocate, ENOSPC) instead of a SIGBUS at first touch; the heap stays usable", async () => {
+    const { blocks, bsize } = fs.statfsSync("/dev/shm")
+    const size = blocks * bsize
+    // A heap larger than /dev/shm is only address space (the segment is sparse); a block larger than
+    // /dev/shm cannot be backed, and tmpfs says so before taking any page.
+    const ranks = await cluster.spawn(SymWorker, { count: 2, env: { TENSORLANE_SHM_HEAP_BYTES: String(size + 2 ** 26) } })
+    const full = await cluster.createCollectiveGroup(ranks, { backend: "shm", name: "full" })
+    try {
+      const huge = await Promise.all(ranks.map((w) => failureOf(w.alloc("huge", [Math.ceil((size + 2 ** 20) / 4)], "float32", { group: "full" }))))
+      for (const e of huge) {
+        expect(e).toBeInstanceOf(OutOfMemoryError)
+        expect(e.message).toContain("/dev/shm is full (rank 0: ")
+      }
+      // Every rank gave its block back: the next allocation lines up, at the same place on both.
+      const small = await Promise.all(ranks.map((w) => take(w.alloc("small", [1024], "float32", { group: "full" }))))
+      for (const m of small) expect(m.nbytes).toBe(4096)
+      await take(ranks[0].fill("small", 2))
+      expect((await take(ranks[1].readPeer("small", 0))).values).toEqual(new Array(1024).fill(2))
+      expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([[false], [false]])
+    } finally {
+      await full.destroy()
+    }
+  })
+})
+
+describe("memory of destroyed groups", () => {
+  /** Whether process `pid` maps a segment of shm group `name` (its name stays in /proc/<pid>/maps, as deleted). */
+  const maps = (pid: number, name: string): boolean => fs.readFileSync(`/proc/${pid}/maps`, "utf8").includes(`/tensorlane-sym-${name}-`)
+
+  it("is unmapped by a member once its tensors are gone, and by a consumer that read it over shm once the producer is gone, without another call", async () => {
+    const [x, y, z] = await cluster.spawn(SymWorker, { count: 3 })
+    const [px, py, pz] = await Promise.all([x, y, z].map((w) => take(w.pid())))
+    const lingering = await cluster.createCollectiveGroup([x, y], { backend: "shm", name: "lingering" })
+    await Promise.all([x, y].map((w) => take(w.alloc("t", [256], "float32", { group: "lingering" }))))
+    await take(x.fill("t", 5))
+    const ref = x.giveShm("t")
+    expect(await take(z.sum(ref))).toBe(5 * 256)
+    expect([px, py, pz].map((pid) => maps(pid, "lingering"))).toEqual([true, true, true])
+    ref.release()
+    expect(await eventually(() => Promise.all([x, y].map((w) => settle(w.free(["t"])))), noneFailed)).toEqual([[false], [false]])
+    await Promise.all([x, y].map((w) => take(w.forget("t"))))
+    await lingering.destroy()
+    // y made no call since: its main thread forgets the destroyed group's heap by itself.
+    const member = async () => {
+      await take(y.gc())
+      return maps(py, "lingering")
+    }
+    expect(await eventually(member, (mapped) => !mapped, 10_000)).toBe(false)
+    // The consumer keeps its mapping while the producer holds the segment open, and drops it once the producer is gone.
+    process.kill(px, "SIGKILL")
+    expect(await eventually(() => maps(pz, "lingering"), (mapped) => !mapped, 10_000)).toBe(false)
   })
 })
 

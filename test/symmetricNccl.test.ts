@@ -2,15 +2,16 @@
  * The nccl-window backend of @tensorlane/symmetric-mem across actor processes, against the TEST
  * DOUBLES of libnccl and libcudart (packages/transport-nccl/test/double: "device memory" is host
  * memory and NCCL calls are only recorded). What is checked is what the backend asks of NCCL and
- * how the ranks agree: ncclMemAlloc then ncclCommWindowRegister on the right communicator, a failure
- * on one rank rolled back on every rank, windows deregistered before the memory and the
- * communicator go, the version gate. The real wheel's path (NoCudaDeviceError on every rank) runs
+ * how the ranks agree: ncclMemAlloc then ncclCommWindowRegister on the right communicator, a failed
+ * ncclMemAlloc rolled back on every rank, a window registration failing on one rank aborting every
+ * rank's communicator (the double's window calls are collective: FAKE_NCCL_COLLECTIVE=1), windows
+ * deregistered before the memory and the communicator go, the version gate. The real wheel's path (NoCudaDeviceError on every rank) runs
  * in symmetric.test.ts; real windows need GPUs (symmetric.gpu.test.ts).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
-import { type ActorHandle, type Cluster, type ObjectRef, start } from "@tensorlane/core"
+import { type ActorHandle, type Cluster, type CollectiveGroup, type ObjectRef, start } from "@tensorlane/core"
 import { SymmetricBackendError } from "@tensorlane/symmetric-mem"
 import { NcclError, NcclRegistrationError, NcclVersionError } from "@tensorlane/transport-nccl"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
@@ -20,10 +21,11 @@ import { take as takeFrom } from "./helpers.ts"
 
 const doubles = buildDoubles()
 const log = join(os.tmpdir(), `fake-nccl-symmetric-${process.pid}.log`)
-const env = { ...doubles.env, FAKE_NCCL_LOG: log, NCCL_SOCKET_IFNAME: "lo" }
+const env = { ...doubles.env, FAKE_NCCL_LOG: log, FAKE_NCCL_COLLECTIVE: "1", NCCL_SOCKET_IFNAME: "lo" }
 
 let cluster: Cluster
 let ranks: Array<ActorHandle<typeof SymWorker>>
+let win: CollectiveGroup
 const take = <T>(ref: ObjectRef<T>) => takeFrom(cluster)(ref)
 
 const onAll = <A>(call: (w: ActorHandle<typeof SymWorker>, rank: number) => ObjectRef<A>): Promise<Array<A>> =>
@@ -42,7 +44,7 @@ beforeAll(async () => {
   fs.rmSync(log, { force: true })
   cluster = await start({ transports: ["@tensorlane/symmetric-mem", "@tensorlane/transport-nccl"] })
   ranks = await cluster.spawn(SymWorker, { count: 2, env })
-  await cluster.createCollectiveGroup(ranks, { backend: "nccl", name: "win" })
+  win = await cluster.createCollectiveGroup(ranks, { backend: "nccl", name: "win" })
   await cluster.createCollectiveGroup(ranks, { backend: "shm", name: "heap" })
 }, 60_000)
 
@@ -92,24 +94,46 @@ describe("nccl-window over an nccl group (test doubles)", () => {
     }
   })
 
-  it("a window registration failing on rank 1 is rolled back on both ranks and raised on both, typed", async () => {
+  it("a window registration failing on rank 1 leaves rank 0 inside the collective call: every rank aborts the communicator, frees its memory and says to create the group again", async () => {
     await take(ranks[1].setEnv("FAKE_NCCL_FAIL", "ncclCommWindowRegister:1:0"))
     try {
-      const [r0, r1] = await settleAll((w) => w.alloc("f", [16], "float32", { group: "win" }))
-      expect(r1.error).toBeInstanceOf(NcclError)
-      expect(r1.error?.message).toMatch(/ncclCommWindowRegister.*injected by the test double/)
-      expect(r0.error).toBeInstanceOf(NcclRegistrationError)
-      expect(r0.error).toMatchObject({ group: "win", failedRanks: [1], message: expect.stringContaining("every rank rolled back") })
+      const [r0, r1] = await settleAll((w) => w.alloc("f", [16], "float32", { group: "win", timeoutMs: 1_000 }))
+      for (const r of [r0, r1]) {
+        expect(r.error).toBeInstanceOf(NcclRegistrationError)
+        expect(r.error).toMatchObject({ group: "win", message: expect.stringMatching(/ncclCommWindowRegister.*aborted its communicator.*destroy the group and create it again/) })
+      }
+      // Rank 1's own failure is named; rank 0's call ended at its limit.
+      expect(r1.error?.message).toMatch(/rank 1 \(ncclCommWindowRegister:.*injected by the test double/)
+      expect(r0.error?.message).toMatch(/timed out/)
     } finally {
       await take(ranks[1].setEnv("FAKE_NCCL_FAIL", null))
     }
-    // Rank 0 deregistered the window it got; both freed their memory.
-    expect(calls("ncclCommWindowDeregister", 0)).toHaveLength(1)
-    expect(calls("ncclCommWindowDeregister", 1)).toHaveLength(0)
+    // Nobody deregistered alone (a collective call peers would not join); both aborted and freed their memory.
+    expect(calls("ncclCommWindowDeregister")).toEqual([])
+    expect(calls("ncclCommAbort")).toHaveLength(2)
     expect(calls("ncclMemFree")).toHaveLength(2)
-    // The ranks still agree: the next allocation works everywhere.
+    // The group created again works everywhere.
+    await win.destroy()
+    win = await cluster.createCollectiveGroup(ranks, { backend: "nccl", name: "win" })
     expect(await onAll((w) => w.alloc("g", [16], "float32", { group: "win" }))).toHaveLength(2)
     await onAll((w) => w.free(["g"]))
+  })
+
+  it("a window registration failing on every rank (a healthy communicator) is undone together: the communicator stays usable", async () => {
+    await onAll((w) => w.setEnv("FAKE_NCCL_FAIL", "ncclCommWindowRegister:-1:0"))
+    try {
+      const failed = await settleAll((w) => w.alloc("h", [16], "float32", { group: "win", timeoutMs: 5_000 }))
+      for (const r of failed) {
+        expect(r.error).toBeInstanceOf(NcclRegistrationError)
+        expect(r.error).toMatchObject({ group: "win", failedRanks: [0, 1], message: expect.stringContaining("every rank rolled back") })
+      }
+    } finally {
+      await onAll((w) => w.setEnv("FAKE_NCCL_FAIL", null))
+    }
+    expect(calls("ncclCommAbort")).toEqual([])
+    expect(calls("ncclMemFree")).toHaveLength(2)
+    expect(await onAll((w) => w.alloc("i", [16], "float32", { group: "win" }))).toHaveLength(2)
+    await onAll((w) => w.free(["i"]))
   })
 
   it("ncclMemAlloc failing on rank 0 stops every rank before the collective registration", async () => {

@@ -1,6 +1,6 @@
 // The actor of the symmetric-memory examples (seed 002, nvmath-python's symmetric memory helpers):
 // each method is run by every rank of an shm group at once, as the seed's code is run by every MPI process.
-import { type DType, Tensor, defineActor, group, method } from "@tensorlane/core"
+import { type DType, Tensor, defineActor, group, method, waitTensorFreed } from "@tensorlane/core"
 import { allocateSymmetric, freeSymmetric, peerTensor } from "@tensorlane/symmetric-mem"
 
 interface State {
@@ -55,6 +55,8 @@ export const Rank = defineActor(import.meta.url, "Rank", {
     },
     heapTensor: method({ tensorTransport: "shm" }, (state: State) => state.b!),
     freeHeap: async (state: State) => {
+      // The shm transport exported it in place: freeSymmetric refuses until that object is released here.
+      await waitTensorFreed(state.b!)
       await freeSymmetric(state.b!)
       state.b = undefined
     },

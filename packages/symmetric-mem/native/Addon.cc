@@ -1,6 +1,8 @@
 // Entry point of the tensorlane symmetric-memory addon: thin bindings over the process-wide
 // SegmentTable (see SegmentTable.h for why every thread shares it) and the NVSHMEM host library.
+#include "Arguments.h"
 #include "CopyJob.h"
+#include "ExportTable.h"
 #include "Failure.h"
 #include "NvshmemLibrary.h"
 #include "Segment.h"
@@ -28,15 +30,6 @@ Napi::Value guarded(const Napi::CallbackInfo& info, F&& body) {
 std::string stringArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
   if (!info[i].IsString()) throw Failure(FailureCode::Usage, std::string(what) + " must be a string");
   return info[i].As<Napi::String>().Utf8Value();
-}
-
-uint64_t uintArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
-  if (!info[i].IsNumber()) throw Failure(FailureCode::Protocol, std::string(what) + " must be a number");
-  double d = info[i].As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d))) {
-    throw Failure(FailureCode::Protocol, std::string(what) + " must be a non-negative integer");
-  }
-  return static_cast<uint64_t>(d);
 }
 
 Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
@@ -83,6 +76,13 @@ Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
         Segment::openByPid(static_cast<int64_t>(uintArg(info, 1, "pid")), static_cast<int64_t>(uintArg(info, 2, "fd")), stringArg(info, 3, "token"));
     SegmentTable::instance().put(key, segment);
     return Napi::Number::New(info.Env(), static_cast<double>(segment->dataBytes()));
+  });
+}
+
+Napi::Value ReserveSegment(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::shared_ptr<Segment> segment = mapped(stringArg(info, 0, "key"));
+    return Napi::Boolean::New(info.Env(), segment->reserve(uintArg(info, 1, "offset"), uintArg(info, 2, "length")));
   });
 }
 
@@ -173,11 +173,37 @@ Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value PinExport(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    std::string objectId = stringArg(info, 0, "objectId");
+    Napi::Uint8Array bytes = bytesArg(info, 1, "bytes");
+    ExportTable::instance().pin(objectId, bytes.Data(), bytes.ByteLength());
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value ReleaseExport(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    return Napi::Boolean::New(info.Env(), ExportTable::instance().release(stringArg(info, 0, "objectId")));
+  });
+}
+
+Napi::Value ExportsOver(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
+    std::vector<std::string> holders = ExportTable::instance().holders(bytes.Data(), bytes.ByteLength());
+    Napi::Array out = Napi::Array::New(info.Env(), holders.size());
+    for (size_t i = 0; i < holders.size(); i++) out.Set(static_cast<uint32_t>(i), holders[i]);
+    return out;
+  });
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createSegment", Napi::Function::New(env, CreateSegment));
   exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
   exports.Set("countOpener", Napi::Function::New(env, CountOpener));
   exports.Set("openPeerSegment", Napi::Function::New(env, OpenPeerSegment));
+  exports.Set("reserveSegment", Napi::Function::New(env, ReserveSegment));
   exports.Set("unlinkSegment", Napi::Function::New(env, UnlinkSegment));
   exports.Set("detachSegment", Napi::Function::New(env, DetachSegment));
   exports.Set("segmentBuffer", Napi::Function::New(env, SegmentBuffer));
@@ -186,6 +212,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("locate", Napi::Function::New(env, Locate));
   exports.Set("copy", Napi::Function::New(env, Copy));
   exports.Set("readSegment", Napi::Function::New(env, ReadSegment));
+  exports.Set("pinExport", Napi::Function::New(env, PinExport));
+  exports.Set("releaseExport", Napi::Function::New(env, ReleaseExport));
+  exports.Set("exportsOver", Napi::Function::New(env, ExportsOver));
   registerNvshmem(env, exports);
   return exports;
 }

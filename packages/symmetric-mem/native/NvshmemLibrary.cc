@@ -1,5 +1,6 @@
 #include "NvshmemLibrary.h"
 
+#include "Arguments.h"
 #include "Failure.h"
 
 #include <dlfcn.h>
@@ -199,8 +200,7 @@ void registerNvshmem(Napi::Env env, Napi::Object exports) {
   }));
   exports.Set("nvshmemMalloc", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
-      if (!info[0].IsNumber()) throw Failure(FailureCode::Usage, "bytes must be a number");
-      void* pointer = lib.malloc(static_cast<size_t>(info[0].As<Napi::Number>().DoubleValue()));
+      void* pointer = lib.malloc(static_cast<size_t>(uintArg(info, 0, "bytes")));
       return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(pointer)));
     });
   }));

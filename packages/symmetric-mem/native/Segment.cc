@@ -79,6 +79,8 @@ bool Segment::contains(const uint8_t* address, size_t length) const {
 std::shared_ptr<Segment> Segment::create(const std::string& name, uint64_t dataBytes) {
   checkName(name);
   if (dataBytes > (uint64_t{1} << 46)) throw Failure(FailureCode::Usage, "a segment of " + std::to_string(dataBytes) + " bytes is too large");
+  // Drawn before anything is opened: from here on, every failure undoes what it opened.
+  std::string token = freshToken();
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) throw systemFailure("shm_open(" + name + ", O_CREAT | O_EXCL)");
   const size_t mapped = kHeaderBytes + dataBytes;
@@ -96,7 +98,6 @@ std::shared_ptr<Segment> Segment::create(const std::string& name, uint64_t dataB
     shm_unlink(name.c_str());
     throw failure;
   }
-  std::string token = freshToken();
   Header* header = static_cast<Header*>(base);
   std::memcpy(header->token, token.data(), kTokenChars);
   header->dataBytes = dataBytes;
@@ -148,6 +149,25 @@ std::shared_ptr<Segment> Segment::openByPid(int64_t pid, int64_t fd, const std::
   int opened = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (opened < 0) throw systemFailure("open(" + path + ")");
   return mapExisting(opened, path, token, false);
+}
+
+bool Segment::reserve(uint64_t offset, uint64_t length) {
+  if (!writable_) throw Failure(FailureCode::Usage, "a peer's segment is read only: it cannot be reserved");
+  if (offset > dataBytes_ || length > dataBytes_ - offset) {
+    throw Failure(FailureCode::Usage, "a reservation of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                                          " leaves the segment's " + std::to_string(dataBytes_) + " bytes");
+  }
+  if (length == 0) return true;
+  int rc;
+  do {
+    rc = posix_fallocate(fd_, static_cast<off_t>(kHeaderBytes + offset), static_cast<off_t>(length));
+  } while (rc == EINTR);
+  if (rc == ENOSPC) return false;
+  if (rc != 0) {
+    errno = rc;
+    throw systemFailure("posix_fallocate of " + std::to_string(length) + " bytes");
+  }
+  return true;
 }
 
 uint32_t Segment::countOpener() {

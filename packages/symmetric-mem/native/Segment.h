@@ -36,6 +36,11 @@ class Segment {
   bool writable() const { return writable_; }
   /** Counts one more opener in the header; returns how many have opened it (this one included). */
   uint32_t countOpener();
+  /**
+   * Takes the tmpfs pages of [offset, offset + length) of the data now (posix_fallocate), so that a
+   * full file system shows here, as false (ENOSPC), instead of as a SIGBUS at first touch.
+   */
+  bool reserve(uint64_t offset, uint64_t length);
   /** Whether [address, address + length) lies in the data of this segment. */
   bool contains(const uint8_t* address, size_t length) const;
 

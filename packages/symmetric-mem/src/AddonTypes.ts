@@ -21,6 +21,8 @@ export interface SymmetricAddon {
   countOpener(key: string): number
   /** Maps another process's open segment read-only through /proc/<pid>/fd/<fd>; returns its data size. */
   openPeerSegment(key: string, pid: number, fd: number, token: string): number
+  /** posix_fallocate of [offset, offset + length) of a writable segment's data; false when the file system is full (ENOSPC). */
+  reserveSegment(key: string, offset: number, length: number): boolean
   unlinkSegment(name: string): void
   /** Forgets a key (the mapping lives while buffers over it do); false when it was not mapped. */
   detachSegment(key: string): boolean
@@ -34,6 +36,12 @@ export interface SymmetricAddon {
   copy(target: Uint8Array, source: Uint8Array): Promise<void>
   /** memcpy from a mapped segment's data (bounds-checked) on a libuv thread. */
   readSegment(key: string, offset: number, target: Uint8Array): Promise<void>
+  /** Records that `objectId` exports `bytes` in place (consumers read them at fetch time), process-wide. */
+  pinExport(objectId: string, bytes: Uint8Array): void
+  /** Forgets the object's exported ranges; false when it had none. */
+  releaseExport(objectId: string): boolean
+  /** The objects exporting any byte of `bytes`. */
+  exportsOver(bytes: Uint8Array): ReadonlyArray<string>
 
   nvshmemLoad(path: string): void
   /** The path NVSHMEM was loaded from in this process, if it was. */

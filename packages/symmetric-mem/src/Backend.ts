@@ -28,7 +28,8 @@ export interface SymmetricBackend {
   readonly digest: (member: GroupMember) => string
   /**
    * Allocates `byteLength` bytes (already agreed: the same on every rank) on every rank. A backend
-   * that needs its own agreement (every rank got a window, init succeeded everywhere) uses `gather`.
+   * that needs its own agreement (every rank got a window, init succeeded everywhere) uses `gather`;
+   * `timeoutMs` is the call's limit, for the backend's own collective calls too.
    */
-  readonly allocate: (member: GroupMember, byteLength: number, gather: Gather, options: { readonly device?: Device }) => Promise<SymmetricBlock>
+  readonly allocate: (member: GroupMember, byteLength: number, gather: Gather, options: { readonly device?: Device; readonly timeoutMs?: number }) => Promise<SymmetricBlock>
 }

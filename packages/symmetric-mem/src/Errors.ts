@@ -22,11 +22,12 @@ export class SymmetricMismatchError extends Schema.TaggedError<SymmetricMismatch
  * freeSymmetric or peerTensor of a tensor it cannot take: `reason` "double-free" (freed already),
  * "foreign" (not allocated by allocateSymmetric in this process), "view" (a view of a symmetric
  * tensor, or a peer's tensor, instead of the tensor allocateSymmetric returned), "group-gone" (its
- * group was destroyed).
+ * group was destroyed), "exported" (an object not yet released still exports the block's bytes
+ * for consumers to read in place, over the shm transport).
  */
 export class SymmetricFreeError extends Schema.TaggedError<SymmetricFreeError>()("SymmetricFreeError", {
   message: Schema.String,
-  reason: Schema.Literals(["double-free", "foreign", "view", "group-gone"]),
+  reason: Schema.Literals(["double-free", "foreign", "view", "group-gone", "exported"]),
 }) {}
 
 /**

@@ -3,7 +3,9 @@
  * bytes lie in a shared segment it keeps open: tensors on a symmetric heap (allocateSymmetric) are
  * described in place, others are first copied into the producer's staging heap. The consumer maps
  * the segment read-only through /proc/<pid>/fd/<fd> and copies straight into its buffers: no socket
- * carries the bytes, and the producer's threads do nothing per transfer.
+ * carries the bytes, and the producer's threads do nothing per transfer. Bytes described in place
+ * are pinned (natively, process-wide) until the object is released, so that freeSymmetric refuses
+ * to free a block a consumer may still read.
  *
  * Its collective groups (`createCollectiveGroup(actors, { backend: "shm" })`) are what
  * allocateSymmetric's shm backend allocates from: see internal/shmGroups.ts.
@@ -16,6 +18,15 @@ import { bootId } from "./internal/settings.js"
 import { type ShmMetadata, type ShmSegmentRef, type ShmTensorRef, parseShmMetadata } from "./internal/shmMetadata.js"
 import { createShmGroup, destroyShmGroup } from "./internal/shmGroups.js"
 import { STAGING_KEY, closeStaging, stage, stagedObjects, unstage } from "./internal/staging.js"
+
+/** Objects with bytes described in place (pinned), until released. */
+const exporting = new Set<string>()
+
+/** Gives back what an object holds: its staging blocks and its pins on heap bytes. */
+const release = (objectId: string): void => {
+  unstage(objectId)
+  if (exporting.delete(objectId)) loadAddon().releaseExport(objectId)
+}
 
 export const shm: TensorTransport = defineTransport({
   name: TRANSPORT,
@@ -40,8 +51,11 @@ export const shm: TensorTransport = defineTransport({
         if (t.device !== "cpu") {
           throw new DeviceError({ message: `the shm transport moves host memory only; object ${objectId} holds a tensor on ${t.device}`, device: t.device, transport: TRANSPORT })
         }
-        const found = t.isContiguous() ? addon.locate(t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)) : undefined
-        if (found !== undefined && found.key !== STAGING_KEY) {
+        const bytes = t.isContiguous() ? t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes) : undefined
+        const found = bytes === undefined ? undefined : addon.locate(bytes)
+        if (bytes !== undefined && found !== undefined && found.key !== STAGING_KEY) {
+          addon.pinExport(objectId, bytes)
+          exporting.add(objectId)
           refs.push({ segment: indexOf(found.key), offset: found.offset, nbytes: t.nbytes })
         } else {
           const offset = await stage(objectId, t)
@@ -49,13 +63,13 @@ export const shm: TensorTransport = defineTransport({
         }
       }
     } catch (error) {
-      unstage(objectId)
+      release(objectId)
       throw error
     }
     return { version: 1, boot: bootId(), pid: process.pid, segments, tensors: refs }
   },
 
-  release: ({ objectId }) => unstage(objectId),
+  release: ({ objectId }) => release(objectId),
 
   fetch: async ({ objectId, producer, consumer, tensors, metadata, into, signal }) => {
     const what = `shm fetch of ${objectId} from ${producer} to ${consumer}`
@@ -86,9 +100,12 @@ export const shm: TensorTransport = defineTransport({
   createGroup: createShmGroup,
   destroyGroup: async (name) => destroyShmGroup(name),
 
-  inspect: () => ({ registrations: stagedObjects().map((objectId) => `shm staging ${objectId}`) }),
+  inspect: () => ({
+    registrations: [...stagedObjects().map((objectId) => `shm staging ${objectId}`), ...[...exporting].map((objectId) => `shm in-place export ${objectId}`)],
+  }),
 
   close: () => {
+    for (const objectId of exporting) release(objectId)
     closePeerSegments()
     closeStaging()
   },

@@ -12,6 +12,7 @@ import type { Gather, SymmetricBlock } from "./Backend.js"
 import { SymmetricFreeError } from "./Errors.js"
 import { type Statement, agree } from "./internal/agreement.js"
 import { type BackendName, backendFor } from "./internal/backends.js"
+import { loadAddon } from "./internal/loadAddon.js"
 
 export interface AllocateSymmetricOptions {
   /** The collective group (by name) whose members allocate together. */
@@ -129,7 +130,7 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
     shapes = allocations.map((s) => s.shape)
     size = Math.max(...allocations.map((s) => s.bytes))
   }
-  const block = await backend.allocate(member, size, gather, { device: options.device })
+  const block = await backend.allocate(member, size, gather, { device: options.device, timeoutMs: options.timeoutMs })
   const allocation: Allocation = {
     id: seq,
     group: member.name,
@@ -149,6 +150,10 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
   return tensor
 }
 
+/** The allocation a tensor belongs to: its own, a view's or a peer copy's (undefined for a foreign tensor). */
+const allocationOf = (tensor: unknown): Allocation | undefined =>
+  isTensor(tensor) ? (originals.get(tensor) ?? storages.get(tensor.storage)?.allocation) : undefined
+
 const refusalOf = (tensor: unknown): SymmetricFreeError | undefined => {
   if (!isTensor(tensor)) return new SymmetricFreeError({ message: "freeSymmetric takes tensors", reason: "foreign" })
   const allocation = originals.get(tensor)
@@ -166,31 +171,52 @@ const refusalOf = (tensor: unknown): SymmetricFreeError | undefined => {
 }
 
 /**
+ * Refuses to free a block some object still exports for in-place reads (the shm transport pins the
+ * bytes it describes until the object is released): a consumer reads at fetch time, so a block
+ * freed and handed to a new allocation would give it other data. Every rank's copy is checked,
+ * since this process may export a peer's copy.
+ */
+const exportRefusal = (allocation: Allocation): SymmetricFreeError | undefined => {
+  if (allocation.block.device !== "cpu") return undefined
+  const addon = loadAddon()
+  const holders = allocation.shapes.flatMap((shape, rank) =>
+    addon.exportsOver(allocation.block.storage(rank, byteLengthOf(shape, allocation.dtype), () => false).bytes).map((id) => `${id} (rank ${rank}'s copy)`),
+  )
+  if (holders.length === 0) return undefined
+  return new SymmetricFreeError({
+    message: `${allocation.label} is still exported for in-place reads by ${holders.join(", ")}: release those objects before freeing it (freed, its block would go to the next allocation while consumers may still read it)`,
+    reason: "exported",
+  })
+}
+
+/**
  * Frees tensors allocateSymmetric returned; collective: every rank frees the same allocations in
- * the same order. A view, a foreign tensor or a double free fails (on every rank of its group).
+ * the same order. A view, a peer's copy or a double free still takes part in the gather of its
+ * allocation's group, stating the refusal, so that every rank of that group fails in the same
+ * round and the next call lines up. A foreign tensor names no group: it fails on this rank only
+ * (and in the gathers of the other tensors' groups, if any).
  */
 export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetricOptions>): Promise<void> => {
   const last = args[args.length - 1]
   const options: FreeSymmetricOptions = last !== undefined && !isTensor(last) ? last : {}
   const tensors = args.filter((a) => a !== options) as ReadonlyArray<Tensor>
-  const seen = new Set<Allocation>()
-  let refusal: SymmetricFreeError | undefined
+  let failure: unknown
   const byGroup = new Map<string, Array<Allocation>>()
   for (const tensor of tensors) {
-    const bad = refusalOf(tensor)
-    const allocation = bad === undefined ? originals.get(tensor)! : undefined
-    if (allocation !== undefined && seen.has(allocation)) {
-      refusal ??= new SymmetricFreeError({ message: `${allocation.label} is passed twice`, reason: "double-free" })
+    const allocation = allocationOf(tensor)
+    // No refusal of the tensor itself means it is an allocation's own tensor, not yet freed.
+    failure ??= refusalOf(tensor) ?? exportRefusal(allocation!)
+    if (allocation === undefined) continue
+    const list = byGroup.get(allocation.group) ?? []
+    if (list.includes(allocation)) {
+      failure ??= new SymmetricFreeError({ message: `${allocation.label} is passed twice`, reason: "double-free" })
       continue
     }
-    refusal ??= bad
-    if (allocation === undefined) continue
-    seen.add(allocation)
-    const list = byGroup.get(allocation.group) ?? []
     list.push(allocation)
     byGroup.set(allocation.group, list)
   }
-  // Groups in name order: the same order on every rank that frees the same tensors.
+  // Groups in name order: the same order on every rank that frees the same tensors. Every group's
+  // gather runs even after a failure (stated in it), so no rank of any group is left waiting.
   for (const name of [...byGroup.keys()].sort()) {
     const allocations = byGroup.get(name)!
     let member: GroupMember
@@ -198,7 +224,8 @@ export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetri
       member = groupOf(name)
     } catch (error) {
       for (const a of allocations) a.freed = true
-      throw new SymmetricFreeError({ message: `group "${name}" of ${allocations[0].label} is gone: ${message(error)}`, reason: "group-gone" })
+      failure ??= new SymmetricFreeError({ message: `group "${name}" of ${allocations[0].label} is gone: ${message(error)}`, reason: "group-gone" })
+      continue
     }
     const heap = allocations[0].heap
     const mine: Statement = {
@@ -206,19 +233,19 @@ export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetri
       seq: nextSeq(`${name}|${heap}`),
       heap,
       ids: allocations.map((a) => a.id),
-      ...(refusal === undefined ? {} : { error: refusal.message }),
+      ...(failure === undefined ? {} : { error: message(failure) }),
     }
     try {
       await agree(name, member.rank, mine, gatherOf(member, options.timeoutMs))
+      for (const allocation of allocations) {
+        allocation.freed = true
+        await allocation.block.free()
+      }
     } catch (error) {
-      throw refusal ?? error
-    }
-    for (const allocation of allocations) {
-      allocation.freed = true
-      await allocation.block.free()
+      failure ??= error
     }
   }
-  if (refusal !== undefined) throw refusal
+  if (failure !== undefined) throw failure
 }
 
 /**

@@ -43,4 +43,12 @@ describe("NVSHMEM's host library", () => {
     expect(() => addon.nvshmemPes()).toThrow(expect.objectContaining({ code: "usage" }))
     expect(nvshmemStatus().initStatus).toBe(0)
   })
+
+  it("checks an allocation's size before anything else: a negative, fractional or huge size never reaches size_t", () => {
+    const addon = loadAddon()
+    for (const bad of [-1, 1.5, 2 ** 64, Number.NaN]) {
+      expect(() => addon.nvshmemMalloc(bad)).toThrow(expect.objectContaining({ code: "protocol", message: "bytes must be a non-negative integer" }))
+    }
+    expect(() => addon.nvshmemMalloc("8" as never)).toThrow(expect.objectContaining({ code: "protocol", message: "bytes must be a number" }))
+  })
 })

@@ -10,6 +10,7 @@ import { MissingGroupError, group as memberOf } from "@tensorlane/core"
 import { NcclRegistrationError } from "./Errors.js"
 import type { NcclMemPool, PoolSegment, SegmentRegistration } from "./NcclMemPool.js"
 import { requireFeature, supports } from "./NcclVersion.js"
+import { communicatorCollective } from "./NcclWindows.js"
 import { type Collective, type PoolGroup, type Step, gatherJson, messageOf, runAgreed, runLockstep } from "./internal/agreement.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
@@ -74,13 +75,11 @@ export const forgetEndedRegistrations = (pool: NcclMemPool): void => {
 /** Applies the steps on every rank, all or nothing; windows in lockstep, since their calls are collective. */
 const apply = (bound: Bound, pool: NcclMemPool, group: PoolGroup, what: string, steps: ReadonlyArray<Step>, windows: boolean, timeoutMs: number): Promise<void> => {
   if (!windows) return runAgreed(group, what, steps, timeoutMs)
+  const communicator = communicatorCollective(group.name)
   const collective: Collective = {
-    broken: () => {
-      const comm = bound.loaded.addon.communicators().find((c) => c.id === bound.communicator)
-      return comm === undefined ? "destroyed" : comm.broken
-    },
+    broken: communicator.broken,
     abort: async (reason) => {
-      await bound.loaded.addon.abortCommunicator(group.name, reason)
+      await communicator.abort(reason)
       pool.registrations.delete(group.name)
     },
   }

@@ -7,6 +7,7 @@
 import type { Device, Storage } from "@tensorlane/core"
 import { deviceAllocator } from "./CudaAllocator.js"
 import { requireFeature } from "./NcclVersion.js"
+import type { Collective } from "./internal/agreement.js"
 import { toTensorlaneError } from "./internal/failures.js"
 import { loadCuda } from "./internal/loadAddon.js"
 import { deviceAddress } from "./internal/memory.js"
@@ -52,5 +53,21 @@ export const deregisterNcclWindow = async (window: NcclWindow, options: { readon
     await addon.deregisterWindow(window.group, window.window, options.timeoutMs ?? 60_000)
   } catch (error) {
     throw toTensorlaneError(error, `ncclCommWindowDeregister in group "${window.group}"`, { addon, device: "cuda" })
+  }
+}
+
+/**
+ * The group's communicator in this process as runLockstep needs it: broken once aborted, timed
+ * out, or gone (destroyed, or replaced by a new creation of the group).
+ */
+export const communicatorCollective = (group: string): Collective => {
+  const { addon } = loadCuda()
+  const id = addon.communicators().find((c) => c.group === group)?.id
+  return {
+    broken: () => {
+      const comm = addon.communicators().find((c) => c.id === id)
+      return comm === undefined ? "destroyed" : comm.broken
+    },
+    abort: (reason) => addon.abortCommunicator(group, reason),
   }
 }

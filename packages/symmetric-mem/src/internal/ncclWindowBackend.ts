@@ -12,11 +12,15 @@
  *
  * ncclCommWindowRegister is collective: a rank that enters it while another rank failed to get its
  * memory would wait inside NCCL until the timeout. So the ranks first agree that every one of them
- * holds its memory (one gather), then register, then agree that every one got its window (a second
- * gather); a failure on any rank is rolled back on every rank (windows deregistered before the
- * memory and the heap's own communicator go). The failing rank raises its own error
- * (NoCudaDeviceError without a GPU, NcclVersionError, NcclError), the others NcclRegistrationError:
- * transport-nccl's agreeOnOutcome, the exchange its pool registration uses.
+ * holds its memory (transport-nccl's agreeOnOutcome: a failure is undone on every rank, the failing
+ * rank raises its own error, NoCudaDeviceError without a GPU, NcclVersionError, NcclError, the
+ * others NcclRegistrationError). The registration itself follows transport-nccl's rule for windows
+ * (runLockstep, as its pool registration): a rank that fails it leaves the others inside the call
+ * until their limit, and a deregistration to undo it would be collective too, so only when every
+ * rank's call failed on a healthy communicator do the ranks undo together; otherwise every rank
+ * aborts the communicator (ncclCommAbort) and raises NcclRegistrationError: the group must be
+ * destroyed and created again. Either way every rank frees its memory (and a heap's communicator
+ * this call created).
  */
 import { DeviceError, type Device, type GroupMember, type Storage, isCuda, parseDevice } from "@tensorlane/core"
 import type * as Nccl from "@tensorlane/transport-nccl"
@@ -26,6 +30,7 @@ import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
 
 const NAME = "nccl-window"
 export const NCCL_PACKAGE = "@tensorlane/transport-nccl"
+/** The limit of NCCL's collective calls when the allocation sets none. */
 const TIMEOUT_MS = 60_000
 
 type Provider = typeof Nccl
@@ -95,10 +100,11 @@ export const ncclWindowBackend: SymmetricBackend = {
     // Every rank of a cluster has the same packages installed: a missing one is refused at once, on every rank.
     const nccl = await loadProvider()
     const what = `${NAME} allocation of ${byteLength} bytes in group "${member.name}" (rank ${member.rank})`
+    const timeoutMs = options.timeoutMs ?? TIMEOUT_MS
     // The agreements run over the front end's gather (and its timeout).
     const group: Nccl.PoolGroup = { name: member.name, rank: member.rank, worldSize: member.worldSize, allGather: (blob) => gather(blob) }
     const agree = (failure: Nccl.LocalFailure | undefined, rollback: () => Promise<void>) =>
-      nccl.agreeOnOutcome(group, what, failure, async () => (await rollback(), []), { timeoutMs: TIMEOUT_MS, ownErrors: true })
+      nccl.agreeOnOutcome(group, what, failure, async () => (await rollback(), []), { timeoutMs, ownErrors: true })
     // Local steps: the libraries, the version gate, the communicator (or where the heap's own will be), the memory.
     const prepared = await attempt("allocating its block", () => {
       const { version } = nccl.loadCuda()
@@ -122,7 +128,7 @@ export const ncclWindowBackend: SymmetricBackend = {
     if (communicator.own && !nccl.loadCuda().addon.communicators().some((c) => c.group === communicator.name)) {
       // The heap's own communicator: rank 0's unique id over the group's gather (the transport's own group setup).
       const made = await attempt(`creating communicator "${communicator.name}"`, () =>
-        nccl.nccl.createGroup!({ name: communicator.name, rank: member.rank, worldSize: member.worldSize, members: [], timeoutMs: TIMEOUT_MS, allGather: gather }),
+        nccl.nccl.createGroup!({ name: communicator.name, rank: member.rank, worldSize: member.worldSize, members: [], timeoutMs, allGather: gather }),
       )
       created = made.failure === undefined
       await agree(made.failure, async () => {
@@ -130,13 +136,24 @@ export const ncclWindowBackend: SymmetricBackend = {
         await freeMemory()
       })
     }
-    const registered = await attempt("ncclCommWindowRegister", () => nccl.registerNcclWindow(communicator.name, memory, { symmetric: true, timeoutMs: TIMEOUT_MS }))
-    await agree(registered.failure, async () => {
-      if (registered.value !== undefined) await nccl.deregisterNcclWindow(registered.value).catch(() => undefined)
+    let registered: Nccl.NcclWindow | undefined
+    const register: Nccl.Step = {
+      label: "ncclCommWindowRegister",
+      apply: async () => {
+        registered = await nccl.registerNcclWindow(communicator.name, memory, { symmetric: true, timeoutMs })
+      },
+      undo: () => nccl.deregisterNcclWindow(registered!, { timeoutMs }),
+    }
+    try {
+      // The comparison after the collective call takes its own limit (longer than the call's), not the front end's.
+      const lockstep: Nccl.PoolGroup = { ...group, allGather: (blob, limit) => member.allGather(blob, limit) }
+      await nccl.runLockstep(lockstep, what, [register], timeoutMs, nccl.communicatorCollective(communicator.name))
+    } catch (error) {
       await freeMemory()
       await dropCommunicator()
-    })
-    const window = registered.value!
+      throw error
+    }
+    const window = registered!
     blocksOf(member.name).add(memory)
     // Copies (t.to("cpu")) go through transport-nccl's cudaMemcpy.
     const allocator = collectiveAllocator(NAME, communicator.device, memory.allocator.copy)

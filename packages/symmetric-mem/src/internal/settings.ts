@@ -15,7 +15,8 @@ const bytesFromEnv = (variable: string, fallback: number): number => {
 
 /**
  * Bytes of each rank's symmetric heap in an shm group (rank 0's setting wins). The segment is
- * sparse: memory is taken when first touched, so a generous default costs address space only.
+ * sparse: memory is taken block by block as allocations reserve it, so a generous default costs
+ * address space only.
  */
 export const heapBytesPerRank = (): number => bytesFromEnv("TENSORLANE_SHM_HEAP_BYTES", GiB)
 

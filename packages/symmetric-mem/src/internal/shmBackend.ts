@@ -9,6 +9,7 @@ import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator } from "./collectiveMemory.js"
 import { loadAddon } from "./loadAddon.js"
+import { reserveOnEveryRank } from "./reservation.js"
 import { groupKey } from "./settings.js"
 
 interface Heap {
@@ -23,8 +24,30 @@ const heaps = new Map<string, Heap>()
 /** Storages of symmetric tensors name this allocator; allocation and free are collective calls, not its methods. */
 const symmetricAllocator = collectiveAllocator("shm", "cpu")
 
+/** How often heaps of destroyed groups are looked for while any heap is known. */
+const SWEEP_MS = 1_000
+let sweeper: ReturnType<typeof setInterval> | undefined
+
+/**
+ * Forgets the heaps of destroyed groups (the transfer agent, on its own thread, detached their
+ * segments), since an entry keeps its whole heap mapped. This thread hears of no destroy, hence a
+ * check at every lookup and, while heaps are known, on a slow timer that never keeps the process up.
+ */
+const forgetDestroyedHeaps = (): void => {
+  const addon = loadAddon()
+  for (const [name, heap] of heaps) {
+    if (addon.segmentInfo(groupKey(name))?.token !== heap.token) heaps.delete(name)
+  }
+  if (heaps.size === 0 && sweeper !== undefined) {
+    clearInterval(sweeper)
+    sweeper = undefined
+  }
+}
+
 /** The heap this process mapped for the group, rebuilt when the group was created anew under the same name. */
 const heapOf = (member: GroupMember): Heap => {
+  forgetDestroyedHeaps()
+  sweeper ??= setInterval(forgetDestroyedHeaps, SWEEP_MS).unref()
   const addon = loadAddon()
   const info = addon.segmentInfo(groupKey(member.name))
   if (info === undefined) {
@@ -64,7 +87,7 @@ export const shmBackend: SymmetricBackend = {
   name: "shm",
   heapId: (member) => heapOf(member).token,
   digest: (member) => heapOf(member).allocator.digest(),
-  allocate: async (member, byteLength) => {
+  allocate: async (member, byteLength, gather) => {
     const heap = heapOf(member)
     const offset = heap.allocator.allocate(byteLength)?.offset
     if (offset === undefined) {
@@ -79,6 +102,8 @@ export const shmBackend: SymmetricBackend = {
       storage: (rank, n, isFreed) => new HeapStorage(heap.memory, rank * heap.capacity + offset, n, isFreed, `symmetric block at ${offset} of group "${member.name}" (rank ${rank}'s copy)`),
       free: () => heap.allocator.free(offset),
     }
+    const reservation = { key: groupKey(member.name), offset: member.rank * heap.capacity + offset, byteLength, capacity: heap.capacity, heap: `the shm heap of group "${member.name}"` }
+    await reserveOnEveryRank(member, gather, reservation, block.free)
     return block
   },
 }

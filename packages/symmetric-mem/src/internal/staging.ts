@@ -7,6 +7,7 @@
 import { BlockAllocator, OutOfMemoryError, type Tensor } from "@tensorlane/core"
 import { randomBytes } from "node:crypto"
 import { loadAddon } from "./loadAddon.js"
+import { reserve } from "./reservation.js"
 import { SEGMENT_PREFIX, stagingBytes } from "./settings.js"
 
 export const STAGING_KEY = "staging"
@@ -43,6 +44,8 @@ export const stage = async (objectId: string, tensor: Tensor): Promise<number> =
   const blocks = staged.get(objectId) ?? []
   blocks.push(offset)
   staged.set(objectId, blocks)
+  // On failure the caller unstages objectId, which gives the block back.
+  reserve({ key: STAGING_KEY, offset, byteLength: tensor.nbytes, capacity: memory.byteLength, heap: "the shm transport's staging heap" })
   if (tensor.nbytes > 0) await loadAddon().copy(new Uint8Array(memory, offset, tensor.nbytes), tensor.contiguousBytes())
   return offset
 }

@@ -145,7 +145,8 @@ export const runLockstep = async (group: PoolGroup, what: string, steps: Readonl
     }
     let outcomes: ReadonlyArray<StepOutcome>
     try {
-      outcomes = await gatherJson<StepOutcome>(group, { ok: failure === undefined, message: failure ?? "", broken: collective.broken() !== undefined }, timeoutMs)
+      // Twice the step's limit: a rank that failed at once waits here for peers held inside the collective call until theirs.
+      outcomes = await gatherJson<StepOutcome>(group, { ok: failure === undefined, message: failure ?? "", broken: collective.broken() !== undefined }, 2 * timeoutMs)
     } catch (error) {
       return abortAll(group, collective, `${what}: the ranks could not compare outcomes after ${step.label} (${messageOf(error)})`, failure === undefined ? [] : [group.rank])
     }
