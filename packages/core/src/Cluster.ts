@@ -88,6 +88,8 @@ type Unref<T> = T extends ObjectRef<infer V> ? V : never
 
 const DEFAULT_TRANSFER_TIMEOUT_MS = 120_000
 const SHUTDOWN_GRACE_MS = 2_000
+/** How long a closed control socket waits for the process exit status that explains it. */
+const EXIT_STATUS_WAIT_MS = 250
 
 interface ActorRecord {
   readonly id: string
@@ -263,7 +265,9 @@ export class Cluster implements AsyncDisposable {
         },
         onClose: (error) => {
           if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting${error ? `: ${error.message}` : ""}`, actor: id }))
-          else this.onActorDeath(record, error)
+          else if (error !== undefined) this.onActorDeath(record, error)
+          // A closed control socket usually means the process is gone: its exit status says why.
+          else setTimeout(() => this.onActorDeath(record, new Error("its control connection closed")), EXIT_STATUS_WAIT_MS).unref()
         },
       })
       const record: ActorRecord = {
