@@ -59,7 +59,12 @@ export interface AgentOptions {
   /** Actors end their own process when their parent is gone, even with a busy main thread. */
   readonly parentPid: number | undefined
   readonly emit: (event: AgentEvent) => void
+  /** Runs the commands the main thread has posted and this thread has not taken in yet. */
+  readonly takeQueuedCommands: () => void
 }
+
+/** What the main thread gives its agent when it starts it (the rest are the worker's own functions). */
+export type AgentWorkerData = Omit<AgentOptions, "emit" | "takeQueuedCommands">
 
 interface Held {
   readonly transport: TensorTransport
@@ -146,7 +151,12 @@ export class Agent {
       case "register": {
         const transport = this.transport(command.transport)
         const object: TransportObject = { objectId: command.objectId, tensors: command.tensors.map(fromWireTensor) }
-        const metadata = await transport.extractMetadata?.(object)
+        // Held before any await: heldObject() relies on a queued registration taking effect at once.
+        if (transport.extractMetadata === undefined) {
+          this.held.set(command.objectId, { transport, object })
+          return undefined
+        }
+        const metadata = await transport.extractMetadata(object)
         this.held.set(command.objectId, { transport, object })
         return metadata
       }
@@ -349,10 +359,20 @@ export class Agent {
     this.accepted.add(accepted)
   }
 
+  /**
+   * An object this process produced. The main thread posts registrations of transports without
+   * metadata and goes on without waiting, so a request for the object (sent by the owner after it
+   * heard of the object, hence after the post) may overtake it: take in what is queued, then look again.
+   */
+  private heldObject(objectId: string): Held | undefined {
+    if (!this.held.has(objectId)) this.options.takeQueuedCommands()
+    return this.held.get(objectId)
+  }
+
   private async serve(request: AgentRequest, connection: Connection): Promise<void> {
     switch (request._tag) {
       case "Fetch": {
-        const held = this.held.get(request.objectId)
+        const held = this.heldObject(request.objectId)
         if (held === undefined) {
           throw new ObjectFreedError({
             message: `object ${request.objectId} is not held by ${this.options.processId} (freed, or never produced here)`,
@@ -367,7 +387,7 @@ export class Agent {
         return
       }
       case "Send": {
-        const held = this.held.get(request.objectId)
+        const held = this.heldObject(request.objectId)
         if (held === undefined) {
           throw new ObjectFreedError({ message: `object ${request.objectId} is not held by ${this.options.processId}`, objectId: request.objectId })
         }
@@ -383,7 +403,7 @@ export class Agent {
         return
       }
       case "Broadcast": {
-        const held = this.held.get(request.objectId)
+        const held = this.heldObject(request.objectId)
         if (held === undefined) {
           throw new ObjectFreedError({ message: `object ${request.objectId} is not held by ${this.options.processId}`, objectId: request.objectId })
         }

@@ -1,7 +1,7 @@
 /** The main thread's side of its process's transfer agent. */
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
-import type { AgentCommand, AgentEvent, AgentOptions } from "./agent.js"
+import type { AgentCommand, AgentEvent, AgentWorkerData } from "./agent.js"
 import type { WireError } from "./messages.js"
 import { TransferError } from "../Errors.js"
 import { fromWireError } from "./wireError.js"
@@ -18,7 +18,7 @@ export class AgentClient {
     readonly address: string,
   ) {}
 
-  static start(options: Omit<AgentOptions, "emit">, onEvent: (event: AgentEvent) => void): Promise<AgentClient> {
+  static start(options: AgentWorkerData, onEvent: (event: AgentEvent) => void): Promise<AgentClient> {
     const worker = new Worker(fileURLToPath(new URL("./agent-main.js", import.meta.url)), { workerData: options })
     const client = new AgentClient(worker, options.address)
     return new Promise((resolve, reject) => {

@@ -1,10 +1,16 @@
 /** Entry point of the transfer agent worker thread. */
-import { parentPort, workerData } from "node:worker_threads"
-import { Agent, type AgentCommand, type AgentOptions } from "./agent.js"
+import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
+import { Agent, type AgentCommand, type AgentWorkerData } from "./agent.js"
 import { toWireError } from "./wireError.js"
 
 const port = parentPort!
-const agent = new Agent({ ...(workerData as Omit<AgentOptions, "emit">), emit: (event) => port.postMessage(event) })
+const agent = new Agent({
+  ...(workerData as AgentWorkerData),
+  emit: (event) => port.postMessage(event),
+  takeQueuedCommands: () => {
+    for (let queued = receiveMessageOnPort(port); queued !== undefined; queued = receiveMessageOnPort(port)) run(queued.message)
+  },
+})
 
 agent.start().then(
   () => port.postMessage({ started: true }),
@@ -20,9 +26,11 @@ const reply = (id: number, outcome: { value: unknown } | { error: unknown }): vo
   }
 }
 
-port.on("message", ({ id, command }: { id: number; command: AgentCommand }) => {
+function run({ id, command }: { id: number; command: AgentCommand }): void {
   agent.command(command).then(
     (value) => reply(id, { value }),
     (error) => reply(id, { error }),
   )
-})
+}
+
+port.on("message", run)

@@ -107,14 +107,17 @@ export class ProcessRuntime {
     return metadata === undefined ? base : { ...base, metadata }
   }
 
-  private async hold(objectId: string, transport: string, value: unknown, tensors: ReadonlyArray<Tensor>): Promise<unknown> {
+  private hold(objectId: string, transport: string, value: unknown, tensors: ReadonlyArray<Tensor>): Promise<unknown> {
     this.store.addPrimary({ objectId, transport, value, tensors })
-    try {
-      return await this.agent.command({ op: "register", objectId, transport, tensors: tensors.map(toWireTensor) })
-    } catch (error) {
+    const registered = this.agent.command({ op: "register", objectId, transport, tensors: tensors.map(toWireTensor) }).catch((error: Error) => {
       this.store.freePrimary(objectId)
       throw error
-    }
+    })
+    if (this.transport(transport).extractMetadata !== undefined) return registered
+    // Nothing comes back to wait for: the agent takes the registration in before any request for the
+    // object (Agent.heldObject), which saves two thread wake-ups on every result.
+    registered.catch(warnUnanswered(`${objectId} cannot be served`))
+    return Promise.resolve(undefined)
   }
 
   /** Frees primary copies the owner no longer needs, and what their transports registered. */
@@ -122,11 +125,16 @@ export class ProcessRuntime {
     for (const id of objectIds) this.store.unpinReceived(id)
     const held = objectIds.filter((id) => this.store.getPrimary(id) !== undefined)
     if (held.length === 0) return
-    // The store keeps the tensors (and so their memory) until the transports let go of them.
+    const released = this.agent.command({ op: "release", objectIds: held })
+    // The store keeps the tensors (and so their memory) until the transports let go of what they
+    // registered; those that registered nothing let go at once.
+    const registered = held.filter((id) => this.transport(this.store.getPrimary(id)!.transport).release !== undefined)
+    for (const id of held) if (!registered.includes(id)) this.store.freePrimary(id)
+    if (registered.length === 0) return void released.catch(warnUnanswered(`releasing ${held.join(", ")} failed`))
     try {
-      await this.agent.command({ op: "release", objectIds: held })
+      await released
     } finally {
-      for (const id of held) this.store.freePrimary(id)
+      for (const id of registered) this.store.freePrimary(id)
     }
   }
 
@@ -228,6 +236,12 @@ export class ProcessRuntime {
     return { value: build(into), received: true, tensors: into, stat }
   }
 }
+
+/** For agent commands nobody waits for: their failure is reported, never lost. */
+const warnUnanswered =
+  (what: string) =>
+  (error: Error): void =>
+    process.emitWarning(`${what}: ${error.message}`, "TensorlaneWarning")
 
 const quarantined: Array<Tensor> = []
 

@@ -1,0 +1,67 @@
+/**
+ * The transfer agent on its own (in this thread): a request for an object whose registration the main
+ * thread posted but the agent has not taken in yet is served, because the agent takes in queued
+ * commands first; an object never registered fails typed.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { join } from "node:path"
+import { afterEach, beforeEach, expect, it } from "vitest"
+import { Agent, type AgentCommand } from "../src/internal/agent.js"
+import { type Connection, connect } from "../src/internal/connection.js"
+import type { AgentReply } from "../src/internal/messages.js"
+import { toWireTensor } from "../src/internal/wireTensor.js"
+import { Tensor } from "../src/Tensor.js"
+
+let dir: string
+let agent: Agent
+let client: Connection
+/** Commands "posted" by the main thread and not yet delivered to the agent. */
+const queued: Array<AgentCommand> = []
+const replies: Array<{ reply: AgentReply; body: Array<number> }> = []
+
+beforeEach(async () => {
+  dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-agent-test-"))
+  agent = new Agent({
+    processId: "producer",
+    address: join(dir, "agent.sock"),
+    transports: [],
+    parentPid: undefined,
+    emit: () => undefined,
+    takeQueuedCommands: () => {
+      for (const command of queued.splice(0)) void agent.command(command)
+    },
+  })
+  await agent.start()
+  client = await connect(join(dir, "agent.sock"), {
+    onFrame: (frame) => replies.push({ reply: frame.header as AgentReply, body: [...(frame.body ?? [])] }),
+  })
+})
+
+afterEach(async () => {
+  client.close()
+  await agent.command({ op: "close" })
+  fs.rmSync(dir, { recursive: true, force: true })
+  replies.length = 0
+})
+
+const nextReply = async () => {
+  while (replies.length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+  return replies.shift()!
+}
+
+it("serves an object whose registration is still queued when the request for it arrives", async () => {
+  const tensor = Tensor.from([1, 2, 3, 4], { dtype: "uint8" })
+  queued.push({ op: "register", objectId: "producer.1", transport: "object-store", tensors: [toWireTensor(tensor)] })
+  client.send({ _tag: "Fetch", reqId: 7, objectId: "producer.1" })
+  const { reply, body } = await nextReply()
+  expect(reply).toMatchObject({ _tag: "Data", reqId: 7 })
+  expect(body).toEqual([1, 2, 3, 4])
+  expect(queued).toEqual([])
+})
+
+it("fails a request for an object never registered with ObjectFreedError", async () => {
+  client.send({ _tag: "Fetch", reqId: 8, objectId: "producer.2" })
+  const { reply } = await nextReply()
+  expect(reply).toMatchObject({ _tag: "Failed", reqId: 8, error: { tag: "ObjectFreedError" } })
+})
