@@ -74,11 +74,14 @@ void ReadJob::run() {
   } catch (const std::exception& error) {
     failure_ = Failure(FailureCode::Transfer, error.what());
   }
-  napi_status status = done_.BlockingCall(this, [](Napi::Env env, Napi::Function, ReadJob* job) {
+  // Once the call is queued the JS thread may settle and delete this job at any moment, its
+  // members included: release through a copy of the handle, and touch nothing of ours after.
+  Napi::ThreadSafeFunction done = done_;
+  napi_status status = done.BlockingCall(this, [](Napi::Env env, Napi::Function, ReadJob* job) {
     job->settle(env);
     delete job;
   });
-  done_.Release();
+  done.Release();
   // The thread that started us is gone (a worker terminated): nothing to settle, and the
   // references belong to a dead environment, so they are left to it.
   if (status != napi_ok) {
