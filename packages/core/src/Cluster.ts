@@ -265,9 +265,8 @@ export class Cluster implements AsyncDisposable {
         },
         onClose: (error) => {
           if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting${error ? `: ${error.message}` : ""}`, actor: id }))
-          else if (error !== undefined) this.onActorDeath(record, error)
           // A closed control socket usually means the process is gone: its exit status says why.
-          else setTimeout(() => this.onActorDeath(record, new Error("its control connection closed")), EXIT_STATUS_WAIT_MS).unref()
+          else setTimeout(() => this.onActorDeath(record, error ?? new Error("its control connection closed")), EXIT_STATUS_WAIT_MS).unref()
         },
       })
       const record: ActorRecord = {
@@ -513,10 +512,11 @@ export class Cluster implements AsyncDisposable {
     for (const waiter of takeWaitersOf(this.inspections, record.id)) waiter.resolve(undefined)
     for (const waiter of takeWaitersOf(this.prefetches, record.id)) waiter.reject(died)
     for (const group of this.groups.values()) if (group.members.includes(record.id)) group.gathers.breakAll(died)
+    this.runtime.peerDied(record.id)
     for (const other of this.actors.values()) {
-      if (other.alive && other.agent !== undefined) {
-        this.agentRequest(other, { _tag: "PeerDied", reqId: 0, peer: record.id }, false).catch(() => undefined)
-      }
+      if (!other.alive) continue
+      other.control.send({ _tag: "PeerDied", peer: record.id } satisfies ToActor)
+      if (other.agent !== undefined) this.agentRequest(other, { _tag: "PeerDied", reqId: 0, peer: record.id }, false).catch(() => undefined)
     }
   }
 
@@ -794,8 +794,7 @@ export class Cluster implements AsyncDisposable {
     const timeoutMs = options.timeoutMs ?? 30_000
     const processes: Record<string, ActorInspection> = {}
     const unresponsive: Array<string> = []
-    const driverAgent = await this.runtime.agent.command<{ pendingTransfers: Array<string>; registrations: Array<string>; groups: Array<string> }>({ op: "inspect" })
-    processes.driver = { ...this.runtime.store.inspect(), pendingTransfers: driverAgent.pendingTransfers, registrations: driverAgent.registrations, groups: driverAgent.groups }
+    processes.driver = await this.runtime.inspect()
     await Promise.all(
       [...this.actors.values()]
         .filter((r) => r.alive)
@@ -836,7 +835,7 @@ export class Cluster implements AsyncDisposable {
         }),
       ),
     )
-    await this.runtime.agent.close()
+    await this.runtime.close()
     fs.rmSync(this.dir, { recursive: true, force: true })
   }
 

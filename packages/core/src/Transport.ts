@@ -21,6 +21,13 @@ export interface TransportCapabilities {
   readonly devices: ReadonlyArray<"cpu" | "cuda">
   /** The transport writes into buffers the receiver provides (`get(ref, { target })`). */
   readonly receiveIntoBuffers: boolean
+  /**
+   * Its functions work on any thread of a process: what threads must share (registrations, groups)
+   * lives in its native side. The thread that makes an object then registers it, and the thread that
+   * needs one receives it, each without a round trip through the transfer agent (two thread wake-ups).
+   * Sends, collectives and groups stay in the agent, which runs while the main thread is busy.
+   */
+  readonly anyThread?: boolean
 }
 
 /** The tensors of one object, as the producer holds them (views of the producer's own memory). */
@@ -118,7 +125,7 @@ export interface TensorTransport {
   readonly createGroup?: (setup: GroupSetup) => Promise<void>
   readonly destroyGroup?: (name: string) => Promise<void>
   readonly inspect?: () => TransportInspection
-  /** Called once when the process's agent stops. */
+  /** Called once when the process's agent stops, and for transports that work on any thread, when its main thread closes too. */
   readonly close?: () => void | Promise<void>
 }
 

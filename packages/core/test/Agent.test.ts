@@ -52,7 +52,7 @@ const nextReply = async () => {
 
 it("serves an object whose registration is still queued when the request for it arrives", async () => {
   const tensor = Tensor.from([1, 2, 3, 4], { dtype: "uint8" })
-  queued.push({ op: "register", objectId: "producer.1", transport: "object-store", tensors: [toWireTensor(tensor)] })
+  queued.push({ op: "register", objectId: "producer.1", transport: "object-store", tensors: [toWireTensor(tensor)], registeredByMain: true })
   client.send({ _tag: "Fetch", reqId: 7, objectId: "producer.1" })
   const { reply, body } = await nextReply()
   expect(reply).toMatchObject({ _tag: "Data", reqId: 7 })

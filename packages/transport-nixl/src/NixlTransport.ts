@@ -35,7 +35,8 @@ const parseMetadata = (metadata: unknown, count: number, objectId: string): Nixl
 
 export const nixl: TensorTransport = defineTransport({
   name: TRANSPORT,
-  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu", "cuda"], receiveIntoBuffers: true },
+  // Regions, their reference counts and the NIXL agent live in the addon, one per process.
+  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu", "cuda"], receiveIntoBuffers: true, anyThread: true },
 
   extractMetadata: ({ objectId, tensors }) => {
     if (tensors.length === 0) return undefined

@@ -3,8 +3,8 @@
  * wants it, so that every object made from views of it reuses the one registration.
  *
  * It runs in the calling thread (an actor method's main thread) and registers with the process's
- * one NIXL agent, the same one the transfer agent worker serves objects with: the addon keeps the
- * agent and the reference counts in process-wide statics (see native/ProcessAgent.h).
+ * one NIXL agent, the same one objects are registered with: the addon keeps the agent and the
+ * reference counts in process-wide statics (see native/ProcessAgent.h).
  */
 import type { Tensor } from "@tensorlane/core"
 import { loadNixl, loadedNixl } from "./internal/loadAddon.js"

@@ -181,15 +181,13 @@ class Actor {
         return
       }
       case "Inspect":
-        this.runtime.agent.command<{ pendingTransfers: Array<string>; registrations: Array<string>; groups: Array<string> }>({ op: "inspect" }).then(
-          (agent) =>
-            send({
-              _tag: "Inspection",
-              reqId: message.reqId,
-              inspection: { ...this.runtime.store.inspect(), pendingTransfers: agent.pendingTransfers, registrations: agent.registrations, groups: agent.groups },
-            }),
+        this.runtime.inspect().then(
+          (inspection) => send({ _tag: "Inspection", reqId: message.reqId, inspection }),
           (error) => console.error("tensorlane: inspect failed:", error),
         )
+        return
+      case "PeerDied":
+        this.runtime.peerDied(message.peer)
         return
       case "Prefetch":
         this.runtime
@@ -203,7 +201,7 @@ class Actor {
           )
         return
       case "Shutdown":
-        this.runtime.agent.close().finally(() => process.exit(0))
+        this.runtime.close().finally(() => process.exit(0))
         return
     }
   }

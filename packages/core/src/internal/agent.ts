@@ -6,7 +6,7 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
-import { MissingGroupError, ObjectFreedError, ProtocolError, TimeoutError, TransferError, UnsupportedOperationError } from "../Errors.js"
+import { MissingGroupError, ObjectFreedError, ProtocolError, TransferError, UnsupportedOperationError } from "../Errors.js"
 import type { Tensor } from "../Tensor.js"
 import type { GroupSetup, ReduceOp, TensorTransport, TransportObject } from "../Transport.js"
 import { Connection, connect } from "./connection.js"
@@ -19,13 +19,22 @@ import {
   decodeAgentReply,
   decodeAgentRequest,
 } from "./messages.js"
-import { checkReceived, metaMismatch, tensorMeta } from "./tensorMeta.js"
+import { metaMismatch, tensorMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName, unknownTransport } from "./transportRegistry.js"
 import { type WireTensor, fromWireTensor } from "./wireTensor.js"
 import { fromWireError, toWireError } from "./wireError.js"
+import { PendingTransfers } from "./pendingTransfers.js"
+import { receiveLabel, receiveObject } from "./receiveObject.js"
 
 export type AgentCommand =
-  | { readonly op: "register"; readonly objectId: string; readonly transport: string; readonly tensors: ReadonlyArray<WireTensor> }
+  | {
+      readonly op: "register"
+      readonly objectId: string
+      readonly transport: string
+      readonly tensors: ReadonlyArray<WireTensor>
+      /** The main thread did the transport's registration itself (and undoes it): the agent only serves the object. */
+      readonly registeredByMain: boolean
+    }
   | { readonly op: "release"; readonly objectIds: ReadonlyArray<string> }
   | {
       readonly op: "receive"
@@ -69,12 +78,7 @@ export type AgentWorkerData = Omit<AgentOptions, "emit" | "takeQueuedCommands">
 interface Held {
   readonly transport: TensorTransport
   readonly object: TransportObject
-}
-
-interface Pending {
-  readonly label: string
-  readonly peer: string
-  readonly controller: AbortController
+  readonly registeredHere: boolean
 }
 
 interface OutgoingRequest {
@@ -109,7 +113,7 @@ export class Agent {
   private transports = new Map<string, TensorTransport>()
   private readonly held = new Map<string, Held>()
   private readonly groups = new Map<string, { setup: Omit<GroupSetup, "allGather">; backend: string }>()
-  private readonly pending = new Map<number, Pending>()
+  private readonly pending = new PendingTransfers()
   private readonly outgoing = new Map<string, Promise<Connection>>()
   private readonly requests = new Map<number, OutgoingRequest>()
   private readonly gathers = new Map<string, { resolve: (blobs: ReadonlyArray<Uint8Array>) => void; reject: (error: Error) => void }>()
@@ -152,12 +156,12 @@ export class Agent {
         const transport = this.transport(command.transport)
         const object: TransportObject = { objectId: command.objectId, tensors: command.tensors.map(fromWireTensor) }
         // Held before any await: heldObject() relies on a queued registration taking effect at once.
-        if (transport.extractMetadata === undefined) {
-          this.held.set(command.objectId, { transport, object })
+        if (command.registeredByMain) {
+          this.held.set(command.objectId, { transport, object, registeredHere: false })
           return undefined
         }
-        const metadata = await transport.extractMetadata(object)
-        this.held.set(command.objectId, { transport, object })
+        const metadata = await transport.extractMetadata?.(object)
+        this.held.set(command.objectId, { transport, object, registeredHere: true })
         return metadata
       }
       case "release": {
@@ -165,7 +169,7 @@ export class Agent {
           const held = this.held.get(objectId)
           if (held === undefined) continue
           this.held.delete(objectId)
-          await held.transport.release?.(held.object)
+          if (held.registeredHere) await held.transport.release?.(held.object)
         }
         return undefined
       }
@@ -175,8 +179,9 @@ export class Agent {
         return this.collective(command)
       case "inspect":
         return {
-          pendingTransfers: [...this.pending.values()].map((p) => p.label),
-          registrations: [...this.transports.values()].flatMap((t) => t.inspect?.().registrations ?? []),
+          pendingTransfers: this.pending.labels(),
+          // Those of transports that work on any thread are process-wide: the main thread reports them.
+          registrations: [...this.transports.values()].filter((t) => !t.capabilities.anyThread).flatMap((t) => t.inspect?.().registrations ?? []),
           groups: [...this.groups.keys()],
           held: [...this.held.keys()],
         }
@@ -185,60 +190,12 @@ export class Agent {
     }
   }
 
-  private track<A>(label: string, peer: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<A>): Promise<A> {
-    const id = this.nextId++
-    const controller = new AbortController()
-    this.pending.set(id, { label, peer, controller })
-    const timer =
-      Number.isFinite(timeoutMs) && timeoutMs > 0
-        ? setTimeout(
-            () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })),
-            timeoutMs,
-          )
-        : undefined
-    const aborted = new Promise<never>((_, reject) => {
-      controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
-    })
-    aborted.catch(() => undefined)
-    // A transport that throws instead of rejecting must not leak its entry and timer.
-    const running = Promise.resolve().then(() => run(controller.signal))
-    return Promise.race([running, aborted]).finally(() => {
-      clearTimeout(timer)
-      this.pending.delete(id)
-    })
-  }
-
   private receive(command: Extract<AgentCommand, { op: "receive" }>): Promise<void> {
-    const { info, via } = command
-    const transport = this.transport(via)
     const into = command.into.map(fromWireTensor)
-    const label = `${via} ${info.objectId} ${info.producer} -> ${command.consumer}`
-    return this.track(label, info.producer, command.timeoutMs, async (signal) => {
-      const peers = {
-        objectId: info.objectId,
-        producer: info.producer,
-        producerAddress: info.producerAddress,
-        consumer: command.consumer,
-      }
-      if (transport.capabilities.oneSided) {
-        await transport.fetch!({ ...peers, tensors: info.tensors, metadata: info.metadata, into, signal })
-      } else {
-        const route = info.route
-        if (route === undefined || !this.groups.has(route.group)) {
-          throw new MissingGroupError({
-            message: `no ${via} group joins ${info.producer} and ${command.consumer}; create one with cluster.createCollectiveGroup`,
-            backend: via,
-          })
-        }
-        if (command.collective) {
-          if (transport.broadcast === undefined) throw new UnsupportedOperationError({ message: `transport "${via}" has no broadcast` })
-          await transport.broadcast({ group: route.group, tensors: into, root: route.rank, signal })
-        } else {
-          await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors: info.tensors, metadata: info.metadata, into, signal })
-        }
-      }
-      checkReceived(info.tensors, into)
-    })
+    const request = { ...command, into, hasGroup: (group: string) => this.groups.has(group) }
+    return this.pending.track(receiveLabel(command), command.info.producer, command.timeoutMs, (signal) =>
+      receiveObject(this.transport(command.via), request, signal),
+    )
   }
 
   private collective(command: Extract<AgentCommand, { op: "collective" }>): Promise<void> {
@@ -253,7 +210,7 @@ export class Agent {
     }
     const tensors = command.tensors.map(fromWireTensor)
     const label = `${group.backend} ${command.kind} in ${command.group}`
-    return this.track(label, "", command.timeoutMs, (signal) =>
+    return this.pending.track(label, "", command.timeoutMs, (signal) =>
       command.kind === "allreduce"
         ? transport.allreduce!({ group: command.group, tensors, op: command.reduce, signal })
         : transport.broadcast!({ group: command.group, tensors, root: command.root, signal }),
@@ -360,9 +317,9 @@ export class Agent {
   }
 
   /**
-   * An object this process produced. The main thread posts registrations of transports without
-   * metadata and goes on without waiting, so a request for the object (sent by the owner after it
-   * heard of the object, hence after the post) may overtake it: take in what is queued, then look again.
+   * An object this process produced. The main thread posts the registrations it made itself and goes
+   * on without waiting, so a request for the object (sent by the owner after it heard of the object,
+   * hence after the post) may overtake it: take in what is queued, then look again.
    */
   private heldObject(objectId: string): Held | undefined {
     if (!this.held.has(objectId)) this.options.takeQueuedCommands()
@@ -396,7 +353,7 @@ export class Agent {
         }
         const transport = this.transport(request.transport)
         const label = `${request.transport} ${request.objectId} ${this.options.processId} -> ${request.to}`
-        await this.track(label, request.to, request.timeoutMs, (signal) =>
+        await this.pending.track(label, request.to, request.timeoutMs, (signal) =>
           transport.send!({ object: held.object, group: request.group, toRank: request.toRank, signal }),
         )
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
@@ -414,7 +371,7 @@ export class Agent {
         const label = `${held.transport.name} broadcast ${request.objectId} from ${this.options.processId}`
         // The root's tensors are sent in place: a strided view travels as a contiguous copy.
         const tensors = held.object.tensors.map((t) => t.contiguous())
-        await this.track(label, "", request.timeoutMs, (signal) =>
+        await this.pending.track(label, "", request.timeoutMs, (signal) =>
           held.transport.broadcast!({ group: request.group, tensors, root: request.root, signal }),
         )
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
@@ -453,16 +410,9 @@ export class Agent {
         gather?.resolve(request.blobs)
         return
       }
-      case "PeerDied": {
-        for (const pending of this.pending.values()) {
-          if (pending.peer === request.peer) {
-            pending.controller.abort(
-              new TransferError({ message: `${pending.label} failed: ${request.peer} died`, transport: pending.label.split(" ")[0] }),
-            )
-          }
-        }
+      case "PeerDied":
+        this.pending.peerDied(request.peer)
         return
-      }
     }
   }
 
@@ -475,7 +425,7 @@ export class Agent {
 
   private async close(): Promise<void> {
     clearInterval(this.lifeline)
-    for (const pending of this.pending.values()) pending.controller.abort(new TransferError({ message: "agent closing", transport: pending.label }))
+    this.pending.abortAll("agent closing")
     for (const connection of this.outgoing.values()) connection.then((c) => c.close()).catch(() => undefined)
     for (const connection of this.accepted) connection.close()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))

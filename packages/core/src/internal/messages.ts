@@ -100,6 +100,8 @@ export const ToActor = Schema.Union([
   /** Receive an object ahead of the calls that use it and keep it until it is freed (cluster.broadcast). */
   Schema.TaggedStruct("Prefetch", { reqId: Schema.Number, info: ObjectInfo, collective: Schema.Boolean }),
   Schema.TaggedStruct("AllGathered", { reqId: Schema.Number, blobs: Schema.optional(Schema.Array(Bytes)), error: Schema.optional(WireError) }),
+  /** Another process died: end the transfers this main thread runs with it. */
+  Schema.TaggedStruct("PeerDied", { peer: Id }),
   Schema.TaggedStruct("Shutdown", {}),
 ])
 export type ToActor = typeof ToActor.Type

@@ -12,7 +12,9 @@ import type { TensorStore } from "../TensorStore.js"
 import type { TensorTransport } from "../Transport.js"
 import { recordTransfer } from "../Metrics.js"
 import type { AgentClient } from "./agentClient.js"
-import type { ObjectInfo, TensorMeta, TransferStat } from "./messages.js"
+import type { ActorInspection, ObjectInfo, TensorMeta, TransferStat } from "./messages.js"
+import { PendingTransfers } from "./pendingTransfers.js"
+import { receiveLabel, receiveObject } from "./receiveObject.js"
 import { checkReceived, tensorMeta, validateMeta } from "./tensorMeta.js"
 import { objectStoreName, unknownTransport } from "./transportRegistry.js"
 import { decodeValue, encodeValue } from "./valueCodec.js"
@@ -47,6 +49,8 @@ export interface Resolved {
 
 export class ProcessRuntime {
   private nextObject = 1
+  /** Receives this thread runs itself (transports that work on any thread). */
+  private readonly pending = new PendingTransfers()
 
   constructor(
     readonly processId: string,
@@ -107,17 +111,33 @@ export class ProcessRuntime {
     return metadata === undefined ? base : { ...base, metadata }
   }
 
-  private hold(objectId: string, transport: string, value: unknown, tensors: ReadonlyArray<Tensor>): Promise<unknown> {
-    this.store.addPrimary({ objectId, transport, value, tensors })
-    const registered = this.agent.command({ op: "register", objectId, transport, tensors: tensors.map(toWireTensor) }).catch((error: Error) => {
+  /**
+   * Whether this thread registers objects of `transport` itself (and so answers at once) instead of
+   * asking its agent: transports that work on any thread, and those with nothing to register.
+   */
+  private registersHere(transport: TensorTransport): boolean {
+    return transport.capabilities.anyThread === true || (transport.extractMetadata === undefined && transport.release === undefined)
+  }
+
+  private async hold(objectId: string, transportName: string, value: unknown, tensors: ReadonlyArray<Tensor>): Promise<unknown> {
+    const transport = this.transport(transportName)
+    this.store.addPrimary({ objectId, transport: transportName, value, tensors })
+    const wire = tensors.map(toWireTensor)
+    try {
+      if (!this.registersHere(transport)) {
+        return await this.agent.command({ op: "register", objectId, transport: transportName, tensors: wire, registeredByMain: false })
+      }
+      const metadata = await transport.extractMetadata?.({ objectId, tensors })
+      // Nothing comes back to wait for: the agent takes the registration in before any request for
+      // the object (Agent.heldObject).
+      this.agent
+        .command({ op: "register", objectId, transport: transportName, tensors: wire, registeredByMain: true })
+        .catch(warnUnanswered(`${objectId} cannot be served`))
+      return metadata
+    } catch (error) {
       this.store.freePrimary(objectId)
       throw error
-    })
-    if (this.transport(transport).extractMetadata !== undefined) return registered
-    // Nothing comes back to wait for: the agent takes the registration in before any request for the
-    // object (Agent.heldObject), which saves two thread wake-ups on every result.
-    registered.catch(warnUnanswered(`${objectId} cannot be served`))
-    return Promise.resolve(undefined)
+    }
   }
 
   /** Frees primary copies the owner no longer needs, and what their transports registered. */
@@ -126,16 +146,47 @@ export class ProcessRuntime {
     const held = objectIds.filter((id) => this.store.getPrimary(id) !== undefined)
     if (held.length === 0) return
     const released = this.agent.command({ op: "release", objectIds: held })
-    // The store keeps the tensors (and so their memory) until the transports let go of what they
-    // registered; those that registered nothing let go at once.
-    const registered = held.filter((id) => this.transport(this.store.getPrimary(id)!.transport).release !== undefined)
-    for (const id of held) if (!registered.includes(id)) this.store.freePrimary(id)
-    if (registered.length === 0) return void released.catch(warnUnanswered(`releasing ${held.join(", ")} failed`))
-    try {
-      await released
-    } finally {
-      for (const id of registered) this.store.freePrimary(id)
+    // The store keeps the tensors (and so their memory) until the transports let go of what they registered.
+    const byAgent = held.filter((id) => !this.registersHere(this.transport(this.store.getPrimary(id)!.transport)))
+    const failures: Array<unknown> = []
+    for (const id of held.filter((id) => !byAgent.includes(id))) {
+      const stored = this.store.getPrimary(id)!
+      await Promise.resolve(this.transport(stored.transport).release?.({ objectId: id, tensors: stored.tensors })).catch((e: unknown) => failures.push(e))
+      this.store.freePrimary(id)
     }
+    if (byAgent.length === 0) released.catch(warnUnanswered(`releasing ${held.join(", ")} failed`))
+    else {
+      try {
+        await released
+      } finally {
+        for (const id of byAgent) this.store.freePrimary(id)
+      }
+    }
+    if (failures.length > 0) throw failures[0]
+  }
+
+  /** Ends this thread's own transfers with a peer that died (the agent ends its own). */
+  peerDied(peer: string): void {
+    this.pending.peerDied(peer)
+  }
+
+  /** What this process holds, for `cluster.inspect()`: its store, and the transfers and registrations of both its threads. */
+  async inspect(): Promise<ActorInspection> {
+    const agent = await this.agent.command<{ pendingTransfers: Array<string>; registrations: Array<string>; groups: Array<string> }>({ op: "inspect" })
+    const processWide = [...this.transports.values()].filter((t) => t.capabilities.anyThread).flatMap((t) => t.inspect?.().registrations ?? [])
+    return {
+      ...this.store.inspect(),
+      pendingTransfers: [...this.pending.labels(), ...agent.pendingTransfers],
+      registrations: [...processWide, ...agent.registrations],
+      groups: agent.groups,
+    }
+  }
+
+  /** Ends this thread's transfers, lets its transports go, then stops the agent. */
+  async close(): Promise<void> {
+    this.pending.abortAll("the process is closing")
+    for (const transport of this.transports.values()) if (transport.capabilities.anyThread) await transport.close?.()
+    await this.agent.close()
   }
 
   /**
@@ -203,19 +254,15 @@ export class ProcessRuntime {
       throw new UnsupportedOperationError({ message: `transport "${via}" cannot receive into target buffers` })
     }
     const into = options.target ?? allocate(metas)
+    const request = { info, via, into, consumer: this.processId, collective: options.collective ?? false }
+    const viaTransport = this.transport(via)
     const started = performance.now()
     await Effect.runPromise(
       Effect.tryPromise({
         try: () =>
-          this.agent.command({
-            op: "receive",
-            info,
-            via,
-            into: into.map(toWireTensor),
-            consumer: this.processId,
-            timeoutMs: options.timeoutMs,
-            collective: options.collective ?? false,
-          }),
+          viaTransport.capabilities.anyThread
+            ? this.pending.track(receiveLabel(request), info.producer, options.timeoutMs, (signal) => receiveObject(viaTransport, request, signal))
+            : this.agent.command({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs }),
         catch: (error) => error as Error,
       }).pipe(
         Effect.withSpan("tensorlane.transfer", {

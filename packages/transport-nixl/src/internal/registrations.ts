@@ -1,5 +1,5 @@
 /**
- * Which registrations this JS thread holds, by owner: objects (in the transfer agent worker, one
+ * Which registrations this JS thread holds, by owner: objects (in the thread that produced them, one
  * reference per storage an object's tensors point into) and pins (registerNixlMemory, in whatever
  * thread calls it). The regions and their reference counts live in the addon, shared by every
  * thread of the process; this side only remembers what to give back.

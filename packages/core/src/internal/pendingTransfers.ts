@@ -1,0 +1,59 @@
+/**
+ * Transfers in progress on one thread (the transfer agent, or a main thread that receives itself):
+ * each with its time limit, abortable when its peer dies, listed for `cluster.inspect()`.
+ */
+import { TimeoutError, TransferError } from "../Errors.js"
+
+interface Pending {
+  readonly label: string
+  readonly peer: string
+  readonly controller: AbortController
+}
+
+export class PendingTransfers {
+  private readonly pending = new Map<number, Pending>()
+  private nextId = 1
+
+  /**
+   * Runs `run` with a signal that aborts after `timeoutMs` (none when not finite or not positive);
+   * rejects with the abort's reason as soon as it is aborted, whatever the transport does.
+   */
+  track<A>(label: string, peer: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<A>): Promise<A> {
+    const id = this.nextId++
+    const controller = new AbortController()
+    const timer =
+      Number.isFinite(timeoutMs) && timeoutMs > 0
+        ? setTimeout(
+            () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })),
+            timeoutMs,
+          )
+        : undefined
+    const aborted = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
+    })
+    aborted.catch(() => undefined)
+    // A transport that throws instead of rejecting must not leak its entry and timer.
+    const running = Promise.resolve().then(() => run(controller.signal))
+    this.pending.set(id, { label, peer, controller })
+    return Promise.race([running, aborted]).finally(() => {
+      clearTimeout(timer)
+      this.pending.delete(id)
+    })
+  }
+
+  /** Ends every transfer with `peer`: it died. */
+  peerDied(peer: string): void {
+    for (const p of this.pending.values()) {
+      if (p.peer === peer) p.controller.abort(new TransferError({ message: `${p.label} failed: ${peer} died`, transport: p.label.split(" ")[0] }))
+    }
+  }
+
+  /** Ends every transfer (the thread is closing). */
+  abortAll(why: string): void {
+    for (const p of this.pending.values()) p.controller.abort(new TransferError({ message: `${p.label}: ${why}`, transport: p.label.split(" ")[0] }))
+  }
+
+  labels(): Array<string> {
+    return [...this.pending.values()].map((p) => p.label)
+  }
+}
