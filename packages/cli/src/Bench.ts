@@ -4,6 +4,7 @@
  * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows).
  */
 import * as os from "node:os"
+import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError } from "./Errors.js"
 import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
@@ -97,6 +98,38 @@ interface RawSendModule {
   }) => Promise<{ readonly results: ReadonlyArray<{ readonly bytes: number; readonly medianMs: number }> }>
 }
 
+/** One timed path of the DESIGN §5 scenario: how the producer makes n bytes and how the consumer counts them. */
+export interface Scenario {
+  /** Names the path in errors (a transport, say). */
+  readonly label: string
+  readonly make: () => ObjectRef<Tensor>
+  readonly consume: (made: ObjectRef<Tensor>) => ObjectRef<number>
+  readonly bytes: number
+  readonly repeats: number
+  readonly warmups: number
+}
+
+/**
+ * The timed loop of DESIGN §5: submit to result of `consume(make())`, `warmups` runs first, each
+ * result checked (n / 4 float32 elements). Returns the samples in ms; `onRun` hears of every run.
+ */
+export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: (run: number) => void = () => {}): Promise<Array<number>> => {
+  const samples: Array<number> = []
+  for (let i = 0; i < scenario.warmups + scenario.repeats; i++) {
+    const t0 = performance.now()
+    const made = scenario.make()
+    const counted = scenario.consume(made)
+    const numel = await cluster.get(counted)
+    const ms = performance.now() - t0
+    made.release()
+    counted.release()
+    if (numel !== scenario.bytes / 4) throw new Error(`the consumer saw ${numel} elements over ${scenario.label}, ${scenario.bytes / 4} expected`)
+    if (i >= scenario.warmups) samples.push(ms)
+    onRun(i + 1)
+  }
+  return samples
+}
+
 export const runBench = async (options: BenchOptions, progress: Progress = () => {}): Promise<BenchResult> => {
   const { transports, modules } = await resolveTransports(options)
   const { sizes, repeats, warmups } = options
@@ -136,19 +169,11 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       const raw = rawGloo.get(bytes)
       limits.push({ bytes, memcpyMs: memcpy, tcpMs: tcp, ...(raw !== undefined ? { rawGlooMs: raw } : {}) })
       for (const transport of transports) {
-        const samples: Array<number> = []
-        for (let i = 0; i < perRun; i++) {
-          const t0 = performance.now()
-          const made = producer.make.options({ tensorTransport: transport })(bytes)
-          const counted = consumer.numel(made)
-          const numel = await cluster.get(counted)
-          const ms = performance.now() - t0
-          made.release()
-          counted.release()
-          if (numel !== bytes / 4) throw new Error(`the consumer saw ${numel} elements over ${transport}, ${bytes / 4} expected`)
-          if (i >= warmups) samples.push(ms)
-          step(`${transport} ${formatSize(bytes)} ${i + 1}/${perRun}`)
-        }
+        const samples = await timeScenario(
+          cluster,
+          { label: transport, make: () => producer.make.options({ tensorTransport: transport })(bytes), consume: (made) => consumer.numel(made), bytes, repeats, warmups },
+          (run) => step(`${transport} ${formatSize(bytes)} ${run}/${perRun}`),
+        )
         const ms = median(samples)
         rows.push({
           transport,

@@ -1,4 +1,5 @@
-export { runBench, gbps, type BenchLimits, type BenchOptions, type BenchResult, type BenchRow, type Progress } from "./Bench.js"
+export { runBench, timeScenario, gbps, type BenchLimits, type BenchOptions, type BenchResult, type BenchRow, type Progress, type Scenario } from "./Bench.js"
+export { median, memcpyMs } from "./Limits.js"
 export { formatTable } from "./BenchReport.js"
 export { formatDoctor, runDoctor, type DoctorReport, type PackageReport, type TransportState } from "./Doctor.js"
 export { BenchTransportError, UsageError } from "./Errors.js"

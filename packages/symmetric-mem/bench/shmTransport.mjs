@@ -1,35 +1,19 @@
 /**
- * DESIGN.md §5's scenario over the shm transport: submit to result of consumer.numel(producer.make(n)),
- * median of 7 after 2 warm-ups, per size, next to a single-thread memcpy of the same size (warm buffers)
- * measured in the same run. Rows: "shm" (the scenario as written: the producer's fresh tensor is
- * staged on its heap, the consumer copies it out: two copies), "shm-heap" (the producer writes the
- * bytes into a tensor of its symmetric heap: one copy, the consumer's), and "object-store" (core's
- * socket path) for comparison.
+ * DESIGN.md §5's scenario over the shm transport, timed by the CLI's loop (`timeScenario`), next to a
+ * single-thread memcpy of the same size measured in the same run. Rows: "shm" (the scenario as
+ * written: the producer's fresh tensor is staged on its heap, the consumer copies it out: two copies),
+ * "shm-heap" (the producer writes the bytes into a tensor of its symmetric heap: one copy, the
+ * consumer's), and "object-store" (core's socket path) for comparison. Prints one JSON line per row.
  * Run: npm run build, then node --expose-gc packages/symmetric-mem/bench/shmTransport.mjs [bytes...]
  */
 import { fileURLToPath } from "node:url"
+import { median, memcpyMs, timeScenario } from "@tensorlane/cli"
 import { start } from "@tensorlane/core"
 import { ShmBench } from "./benchActors.mjs"
 
 const sizes = process.argv.slice(2).map(Number)
-const REPEATS = Number(process.env.REPEATS ?? 7)
-const WARMUPS = 2
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
-}
-
-const memcpyMs = (n) => {
-  const src = Buffer.alloc(n, 1)
-  const dst = Buffer.alloc(n)
-  const times = []
-  for (let i = 0; i < WARMUPS + REPEATS; i++) {
-    const t = performance.now()
-    src.copy(dst)
-    if (i >= WARMUPS) times.push(performance.now() - t)
-  }
-  return median(times)
-}
+const repeats = Number(process.env.REPEATS ?? 7)
+const warmups = 2
 
 const cluster = await start({ transports: [fileURLToPath(new URL("../dist/index.js", import.meta.url))] })
 try {
@@ -41,28 +25,16 @@ try {
     "shm-heap": (n) => producer.makeOnHeap(n, group.name),
     "object-store": (n) => producer.make.options({ tensorTransport: "object-store" })(n),
   }
-  for (const n of sizes.length > 0 ? sizes : [4096, 4 << 20, 64 << 20, 256 << 20]) {
-    const copy = memcpyMs(n)
+  for (const bytes of sizes.length > 0 ? sizes : [4096, 4 << 20, 64 << 20, 256 << 20]) {
+    const copy = memcpyMs(bytes, repeats, warmups)
     for (const [path, make] of Object.entries(paths)) {
-      const times = []
-      for (let i = 0; i < WARMUPS + REPEATS; i++) {
-        const started = performance.now()
-        const made = make(n)
-        const result = consumer.numel(made)
-        const numel = await cluster.get(result)
-        const ms = performance.now() - started
-        made.release()
-        result.release()
-        if (numel !== n / 4) throw new Error(`numel ${numel}, expected ${n / 4}`)
-        if (i >= WARMUPS) times.push(ms)
-      }
-      const ms = median(times)
+      const ms = median(await timeScenario(cluster, { label: path, make: () => make(bytes), consume: (made) => consumer.numel(made), bytes, repeats, warmups }))
       console.log(
         JSON.stringify({
           path,
-          bytes: n,
+          bytes,
           medianMs: Number(ms.toFixed(3)),
-          gbps: Number((n / ms / 1e6).toFixed(3)),
+          gbps: Number((bytes / ms / 1e6).toFixed(3)),
           memcpyMs: Number(copy.toFixed(3)),
           ofMemcpy: Number((copy / ms).toFixed(3)),
         }),
