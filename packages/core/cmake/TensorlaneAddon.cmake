@@ -3,11 +3,14 @@
 # finds this file through node's resolution of @tensorlane/core and calls
 #   tensorlane_addon(<name> [LIBS <libraries to link>...])
 # then adds what is its own (find_package, extra include folders or definitions) to target <name>.
+# The addon's native code includes AddonFailure.h, which lies beside this file.
 
 if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
 endif()
 find_package(Threads REQUIRED)
+# AddonFailure.h, the error type every addon shares, lies beside this file.
+set(TENSORLANE_ADDON_INCLUDE ${CMAKE_CURRENT_LIST_DIR})
 
 function(tensorlane_addon name)
   cmake_parse_arguments(ADDON "" "" "LIBS" ${ARGN})
@@ -21,7 +24,7 @@ function(tensorlane_addon name)
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/native/*.cc)
   add_library(${name} SHARED ${sources} ${CMAKE_JS_SRC})
   set_target_properties(${name} PROPERTIES PREFIX "" SUFFIX ".node" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-  target_include_directories(${name} PRIVATE ${CMAKE_JS_INC} ${node_addon_api_dir})
+  target_include_directories(${name} PRIVATE ${CMAKE_JS_INC} ${node_addon_api_dir} ${TENSORLANE_ADDON_INCLUDE})
   target_compile_definitions(${name} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS)
   target_compile_options(${name} PRIVATE -Wall -Wextra -fvisibility=hidden)
   target_link_libraries(${name} PRIVATE ${CMAKE_JS_LIB} Threads::Threads ${CMAKE_DL_LIBS} ${ADDON_LIBS})

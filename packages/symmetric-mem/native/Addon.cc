@@ -18,15 +18,6 @@ namespace tlsym {
 
 namespace {
 
-template <typename F>
-Napi::Value guarded(const Napi::CallbackInfo& info, F&& body) {
-  try {
-    return body();
-  } catch (const Failure& failure) {
-    throw failure.toError(info.Env());
-  }
-}
-
 std::string stringArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
   if (!info[i].IsString()) throw Failure(FailureCode::Usage, std::string(what) + " must be a string");
   return info[i].As<Napi::String>().Utf8Value();
@@ -46,7 +37,7 @@ std::shared_ptr<Segment> mapped(const std::string& key) {
 }
 
 Napi::Value CreateSegment(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::string key = stringArg(info, 0, "key");
     std::shared_ptr<Segment> segment = Segment::create(stringArg(info, 1, "name"), uintArg(info, 2, "dataBytes"));
     SegmentTable::instance().put(key, segment);
@@ -55,7 +46,7 @@ Napi::Value CreateSegment(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value OpenSegment(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::string key = stringArg(info, 0, "key");
     std::shared_ptr<Segment> segment = Segment::openByName(stringArg(info, 1, "name"), stringArg(info, 2, "token"), true);
     SegmentTable::instance().put(key, segment);
@@ -64,13 +55,13 @@ Napi::Value OpenSegment(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CountOpener(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     return Napi::Number::New(info.Env(), mapped(stringArg(info, 0, "key"))->countOpener());
   });
 }
 
 Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::string key = stringArg(info, 0, "key");
     std::shared_ptr<Segment> segment =
         Segment::openByPid(static_cast<int64_t>(uintArg(info, 1, "pid")), static_cast<int64_t>(uintArg(info, 2, "fd")), stringArg(info, 3, "token"));
@@ -80,27 +71,27 @@ Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ReserveSegment(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::shared_ptr<Segment> segment = mapped(stringArg(info, 0, "key"));
     return Napi::Boolean::New(info.Env(), segment->reserve(uintArg(info, 1, "offset"), uintArg(info, 2, "length")));
   });
 }
 
 Napi::Value UnlinkSegment(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     Segment::unlink(stringArg(info, 0, "name"));
     return info.Env().Undefined();
   });
 }
 
 Napi::Value DetachSegment(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     return Napi::Boolean::New(info.Env(), SegmentTable::instance().remove(stringArg(info, 0, "key")));
   });
 }
 
 Napi::Value SegmentBuffer(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info, 0, "key"));
     if (segment == nullptr) return info.Env().Undefined();
     if (!segment->writable()) throw Failure(FailureCode::Usage, "a peer's segment is read through readSegment only");
@@ -113,7 +104,7 @@ Napi::Value SegmentBuffer(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SegmentInfo(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info, 0, "key"));
     if (segment == nullptr) return info.Env().Undefined();
     Napi::Object out = Napi::Object::New(info.Env());
@@ -126,7 +117,7 @@ Napi::Value SegmentInfo(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SegmentKeys(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::vector<std::string> keys = SegmentTable::instance().keys();
     Napi::Array out = Napi::Array::New(info.Env(), keys.size());
     for (size_t i = 0; i < keys.size(); i++) out.Set(static_cast<uint32_t>(i), keys[i]);
@@ -135,7 +126,7 @@ Napi::Value SegmentKeys(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Locate(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
     auto found = SegmentTable::instance().locate(bytes.Data(), bytes.ByteLength());
     if (!found.has_value()) return info.Env().Undefined();
@@ -147,7 +138,7 @@ Napi::Value Locate(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Copy(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     Napi::Uint8Array target = bytesArg(info, 0, "target");
     Napi::Uint8Array source = bytesArg(info, 1, "source");
     if (target.ByteLength() != source.ByteLength()) {
@@ -161,7 +152,7 @@ Napi::Value Copy(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::shared_ptr<Segment> segment = mapped(stringArg(info, 0, "key"));
     uint64_t offset = uintArg(info, 1, "offset");
     Napi::Uint8Array target = bytesArg(info, 2, "target");
@@ -174,7 +165,7 @@ Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value PinExport(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     std::string objectId = stringArg(info, 0, "objectId");
     Napi::Uint8Array bytes = bytesArg(info, 1, "bytes");
     ExportTable::instance().pin(objectId, bytes.Data(), bytes.ByteLength());
@@ -183,13 +174,13 @@ Napi::Value PinExport(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ReleaseExport(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     return Napi::Boolean::New(info.Env(), ExportTable::instance().release(stringArg(info, 0, "objectId")));
   });
 }
 
 Napi::Value ExportsOver(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
     std::vector<std::string> holders = ExportTable::instance().holders(bytes.Data(), bytes.ByteLength());
     Napi::Array out = Napi::Array::New(info.Env(), holders.size());

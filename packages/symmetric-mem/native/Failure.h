@@ -1,33 +1,29 @@
-// The one exception type of the addon. `code` tells the TypeScript side which typed error to raise
-// (src/internal/failures.ts maps them).
+// The one exception type of the addon. Its code tells the TypeScript side which typed error to
+// raise (src/internal/failures.ts maps them).
 #pragma once
 
-#include <napi.h>
+#include <AddonFailure.h>
 
-#include <stdexcept>
 #include <string>
 
 namespace tlsym {
 
 enum class FailureCode { Usage, System, Protocol, Library };
 
-class Failure : public std::runtime_error {
+class Failure : public tensorlane::AddonFailure {
  public:
-  Failure(FailureCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Failure(FailureCode code, const std::string& message) : AddonFailure(message), code_(code) {}
 
   FailureCode code() const { return code_; }
 
-  Napi::Error toError(Napi::Env env) const {
-    Napi::Error error = Napi::Error::New(env, what());
-    const char* name = "usage";
+  const char* codeName() const override {
     switch (code_) {
-      case FailureCode::Usage: name = "usage"; break;
-      case FailureCode::System: name = "system"; break;
-      case FailureCode::Protocol: name = "protocol"; break;
-      case FailureCode::Library: name = "library"; break;
+      case FailureCode::Usage: return "usage";
+      case FailureCode::System: return "system";
+      case FailureCode::Protocol: return "protocol";
+      case FailureCode::Library: return "library";
     }
-    error.Set("code", Napi::String::New(env, name));
-    return error;
+    return "usage";
   }
 
  private:
@@ -36,5 +32,7 @@ class Failure : public std::runtime_error {
 
 /** A Failure(System) carrying strerror(errno) of the call that just failed. */
 Failure systemFailure(const std::string& what);
+
+using tensorlane::guarded;
 
 }  // namespace tlsym

@@ -142,15 +142,6 @@ int NvshmemLibrary::nPes() const {
 
 namespace {
 
-template <typename F>
-Napi::Value guarded(const Napi::CallbackInfo& info, F&& body) {
-  try {
-    return body();
-  } catch (const Failure& failure) {
-    throw failure.toError(info.Env());
-  }
-}
-
 uint64_t pointerArg(const Napi::CallbackInfo& info, size_t i) {
   bool lossless = false;
   if (!info[i].IsBigInt()) throw Failure(FailureCode::Usage, "a device pointer must be a bigint");
@@ -169,7 +160,7 @@ int intArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
 void registerNvshmem(Napi::Env env, Napi::Object exports) {
   NvshmemLibrary& lib = NvshmemLibrary::instance();
   exports.Set("nvshmemLoad", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
+    return guarded(info.Env(), [&]() -> Napi::Value {
       if (!info[0].IsString()) throw Failure(FailureCode::Usage, "path must be a string");
       lib.load(info[0].As<Napi::String>().Utf8Value());
       return info.Env().Undefined();
@@ -179,19 +170,19 @@ void registerNvshmem(Napi::Env env, Napi::Object exports) {
     return lib.loaded() ? Napi::Value(Napi::String::New(info.Env(), lib.path())) : info.Env().Undefined();
   }));
   exports.Set("nvshmemVersion", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value { return Napi::String::New(info.Env(), lib.version()); });
+    return guarded(info.Env(), [&]() -> Napi::Value { return Napi::String::New(info.Env(), lib.version()); });
   }));
   exports.Set("nvshmemStatus", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value { return Napi::Number::New(info.Env(), lib.status()); });
+    return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), lib.status()); });
   }));
   exports.Set("nvshmemUniqueId", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
+    return guarded(info.Env(), [&]() -> Napi::Value {
       std::string id = lib.uniqueId();
       return Napi::Buffer<char>::Copy(info.Env(), id.data(), id.size());
     });
   }));
   exports.Set("nvshmemInitialize", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
+    return guarded(info.Env(), [&]() -> Napi::Value {
       if (!info[2].IsTypedArray()) throw Failure(FailureCode::Usage, "the unique id must be a Uint8Array");
       Napi::Uint8Array id = info[2].As<Napi::Uint8Array>();
       std::string bytes(reinterpret_cast<const char*>(id.Data()), id.ByteLength());
@@ -199,25 +190,25 @@ void registerNvshmem(Napi::Env env, Napi::Object exports) {
     });
   }));
   exports.Set("nvshmemMalloc", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
+    return guarded(info.Env(), [&]() -> Napi::Value {
       void* pointer = lib.malloc(static_cast<size_t>(uintArg(info, 0, "bytes")));
       return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(pointer)));
     });
   }));
   exports.Set("nvshmemFree", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
+    return guarded(info.Env(), [&]() -> Napi::Value {
       lib.free(reinterpret_cast<void*>(static_cast<uintptr_t>(pointerArg(info, 0))));
       return info.Env().Undefined();
     });
   }));
   exports.Set("nvshmemPeer", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
+    return guarded(info.Env(), [&]() -> Napi::Value {
       void* peer = lib.peer(reinterpret_cast<void*>(static_cast<uintptr_t>(pointerArg(info, 0))), intArg(info, 1, "pe"));
       return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(peer)));
     });
   }));
   exports.Set("nvshmemPes", Napi::Function::New(env, [&lib](const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
+    return guarded(info.Env(), [&]() -> Napi::Value {
       Napi::Object out = Napi::Object::New(info.Env());
       out.Set("myPe", lib.myPe());
       out.Set("nPes", lib.nPes());

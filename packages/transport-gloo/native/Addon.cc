@@ -13,11 +13,7 @@ namespace tlgloo {
 
 // Opens (or reuses) the process's TCP device and describes it: "[host]:port".
 Napi::Value DeviceAddress(const Napi::CallbackInfo& info) {
-  try {
-    return Napi::String::New(info.Env(), Device::shared()->str());
-  } catch (const Failure& f) {
-    throw f.toError(info.Env());
-  }
+  return guarded(info.Env(), [&]() -> Napi::Value { return Napi::String::New(info.Env(), Device::shared()->str()); });
 }
 
 }  // namespace tlgloo

@@ -1,23 +1,22 @@
 #pragma once
 
-#include <napi.h>
+#include <AddonFailure.h>
 
-#include <stdexcept>
 #include <string>
 
 namespace tlgloo {
 
 // A failure of the addon, with the kind that the TypeScript layer turns into a typed tensorlane
 // error (the `code` property of the JS error).
-class Failure : public std::runtime_error {
+class Failure : public tensorlane::AddonFailure {
  public:
   enum class Kind { Protocol, Timeout, Io, Aborted, Broken, Closed, Usage, DType };
 
-  Failure(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Failure(Kind kind, const std::string& message) : AddonFailure(message), kind_(kind) {}
 
   Kind kind() const { return kind_; }
 
-  const char* code() const {
+  const char* codeName() const override {
     switch (kind_) {
       case Kind::Protocol: return "protocol";
       case Kind::Timeout: return "timeout";
@@ -31,14 +30,10 @@ class Failure : public std::runtime_error {
     return "io";
   }
 
-  Napi::Error toError(Napi::Env env) const {
-    Napi::Error error = Napi::Error::New(env, what());
-    error.Set("code", Napi::String::New(env, code()));
-    return error;
-  }
-
  private:
   Kind kind_;
 };
+
+using tensorlane::guarded;
 
 }  // namespace tlgloo

@@ -17,16 +17,6 @@ namespace {
   throw Failure(Failure::Kind::Usage, message);
 }
 
-// Runs a method body and turns a Failure into a JS exception carrying its code.
-template <typename F>
-Napi::Value guarded(Napi::Env env, F&& body) {
-  try {
-    return body();
-  } catch (const Failure& f) {
-    throw f.toError(env);
-  }
-}
-
 int intArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
   if (!info[index].IsNumber()) usage(std::string(name) + " must be a number");
   const double value = info[index].As<Napi::Number>().DoubleValue();

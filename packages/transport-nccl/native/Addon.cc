@@ -20,15 +20,6 @@ namespace tlnccl {
 
 namespace {
 
-template <typename F>
-Napi::Value guarded(const Napi::CallbackInfo& info, F&& body) {
-  try {
-    return body();
-  } catch (const Failure& failure) {
-    throw failure.toError(info.Env());
-  }
-}
-
 std::string toString(const Napi::Value& value, const std::string& what) {
   if (!value.IsString()) throw Failure(FailureCode::Usage, what + " must be a string");
   return value.As<Napi::String>().Utf8Value();
@@ -107,7 +98,7 @@ std::shared_ptr<Settler> postTo(Napi::Env env, const std::shared_ptr<Communicato
 }
 
 Napi::Value LoadNccl(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     NcclLibrary& nccl = NcclLibrary::load(toString(info[0], "path"));
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("path", NcclLibrary::loadedPath());
@@ -117,7 +108,7 @@ Napi::Value LoadNccl(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value LoadCudart(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     CudaRuntime::load(toString(info[0], "path"));
     return Napi::String::New(info.Env(), CudaRuntime::loadedPath());
   });
@@ -135,7 +126,7 @@ Napi::Value Loaded(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value UniqueId(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     NcclLibrary& nccl = NcclLibrary::get();
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
@@ -148,7 +139,7 @@ Napi::Value UniqueId(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ProbeDevices(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     const DeviceProbe p = CudaRuntime::get().probe();
     Napi::Env env = info.Env();
     Napi::Object out = Napi::Object::New(env);
@@ -163,7 +154,7 @@ Napi::Value ProbeDevices(const Napi::CallbackInfo& info) {
 int deviceArg(const Napi::Value& value) { return static_cast<int>(toInteger(value, "device", 0, 1 << 20)); }
 
 Napi::Value DeviceAlloc(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
     const size_t bytes = static_cast<size_t>(toInteger(info[1], "byteLength", 0, kMaxSafe));
     const bool viaNccl = info[2].ToBoolean().Value();
@@ -183,7 +174,7 @@ Napi::Value DeviceAlloc(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DeviceFree(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
     void* ptr = reinterpret_cast<void*>(toAddress(info[1], "address"));
     const bool viaNccl = info[2].ToBoolean().Value();
@@ -201,7 +192,7 @@ Napi::Value DeviceFree(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CopyToDevice(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
     void* dst = reinterpret_cast<void*>(toAddress(info[1], "destination"));
     Napi::Uint8Array src = toBytes(info[2], "source");
@@ -213,7 +204,7 @@ Napi::Value CopyToDevice(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CopyToHost(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
     Napi::Uint8Array dst = toBytes(info[1], "destination");
     const void* src = reinterpret_cast<const void*>(toAddress(info[2], "source"));
@@ -225,7 +216,7 @@ Napi::Value CopyToHost(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CopyOnDevice(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
     void* dst = reinterpret_cast<void*>(toAddress(info[1], "destination"));
     const void* src = reinterpret_cast<const void*>(toAddress(info[2], "source"));
@@ -238,7 +229,7 @@ Napi::Value CopyOnDevice(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CreateCommunicator(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     const std::string name = toString(info[0], "group");
     const int rank = static_cast<int>(toInteger(info[1], "rank", 0, 1 << 24));
     const int size = static_cast<int>(toInteger(info[2], "size", 1, 1 << 24));
@@ -261,7 +252,7 @@ Napi::Value CreateCommunicator(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DestroyCommunicator(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     const auto timeout = toTimeout(info[1]);
     return postTo(info.Env(), comm, [comm, timeout]() -> std::optional<uint64_t> {
@@ -273,7 +264,7 @@ Napi::Value DestroyCommunicator(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value AbortCommunicator(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     const std::string reason = toString(info[1], "reason");
     return postTo(info.Env(), comm, [comm, reason]() -> std::optional<uint64_t> {
@@ -306,7 +297,7 @@ Napi::Value Communicators(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Transfer(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     const int peer = static_cast<int>(toInteger(info[1], "peer", 0, 1 << 24));
     const bool send = info[2].ToBoolean().Value();
@@ -321,7 +312,7 @@ Napi::Value Transfer(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value AllReduce(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     auto buffers = toBuffers(info[1]);
     const auto op = static_cast<ncclRedOp_t>(toInteger(info[2], "op", ncclSum, ncclAvg));
@@ -335,7 +326,7 @@ Napi::Value AllReduce(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Broadcast(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     auto buffers = toBuffers(info[1]);
     const int root = static_cast<int>(toInteger(info[2], "root", 0, 1 << 24));
@@ -349,7 +340,7 @@ Napi::Value Broadcast(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Register(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     const uintptr_t address = toAddress(info[1], "address");
     const size_t bytes = static_cast<size_t>(toInteger(info[2], "byteLength", 1, kMaxSafe));
@@ -362,7 +353,7 @@ Napi::Value Register(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Deregister(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     const uintptr_t handle = toAddress(info[1], "handle");
     const auto timeout = toTimeout(info[2]);
@@ -375,7 +366,7 @@ Napi::Value Deregister(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value RegisterWindow(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     const uintptr_t address = toAddress(info[1], "address");
     const size_t bytes = static_cast<size_t>(toInteger(info[2], "byteLength", 1, kMaxSafe));
@@ -389,7 +380,7 @@ Napi::Value RegisterWindow(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DeregisterWindow(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     auto comm = Communicator::find(toString(info[0], "group"));
     const uintptr_t handle = toAddress(info[1], "window");
     const auto timeout = toTimeout(info[2]);

@@ -17,15 +17,6 @@ namespace tlnixl {
 
 namespace {
 
-template <typename F>
-Napi::Value guarded(const Napi::CallbackInfo& info, F&& body) {
-  try {
-    return body();
-  } catch (const Failure& failure) {
-    throw failure.toError(info.Env());
-  }
-}
-
 Napi::Value field(const Napi::Object& object, const char* name, const std::string& where) {
   if (!object.Has(name)) throw Failure(FailureCode::Protocol, where + " lacks \"" + name + "\"");
   return object.Get(name);
@@ -104,7 +95,7 @@ RegionTable::Key toKey(const Napi::Value& value) {
 }
 
 Napi::Value Load(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     Napi::Object options = info[0].As<Napi::Object>();
     std::map<std::string, std::string> env;
     Napi::Object vars = options.Get("env").As<Napi::Object>();
@@ -132,14 +123,14 @@ Napi::Value LoadedLibrary(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value AgentName(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     if (!ProcessAgent::started()) return info.Env().Undefined();
     return Napi::String::New(info.Env(), ProcessAgent::instance().name());
   });
 }
 
 Napi::Value Acquire(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     Memory m = toMemory(info[0]);
     RegionTable::Key key = ProcessAgent::instance().acquire(m.address, m.length, m.mem, m.device);
     // JavaScript cannot see host addresses: it learns where the memory sits inside its region.
@@ -150,7 +141,7 @@ Napi::Value Acquire(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Release(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     ProcessAgent::instance().release(toKey(info[0]));
     return info.Env().Undefined();
   });
@@ -165,7 +156,7 @@ Napi::Object registrationObject(Napi::Env env, const Region& region) {
 }
 
 Napi::Value RegionOf(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     Memory m = toMemory(info[0]);
     if (!ProcessAgent::started()) return info.Env().Undefined();
     std::optional<Region> region = ProcessAgent::instance().regionOf(m.address, m.length, m.mem, m.device);
@@ -174,7 +165,7 @@ Napi::Value RegionOf(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value GetLocalMetadata(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     tlnixl::LocalMetadata md = ProcessAgent::instance().localMetadata();
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("agent", Napi::String::New(info.Env(), md.agent));
@@ -193,7 +184,7 @@ Napi::Value Registrations(const Napi::CallbackInfo& info) {
 
 /** read(request, keep): request fields come from a peer's metadata, so every one is checked. */
 Napi::Value Read(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
+  return guarded(info.Env(), [&]() -> Napi::Value {
     if (!info[0].IsObject()) throw Failure(FailureCode::Usage, "read() needs a request object");
     Napi::Object request = info[0].As<Napi::Object>();
     Napi::Value agentValue = field(request, "agent", "NIXL metadata");

@@ -1,24 +1,23 @@
-// The one exception type of the addon. `code` tells the TypeScript side which typed tensorlane
-// error to raise (src/internal/failures.ts maps them).
+// The one exception type of the addon. Its code tells the TypeScript side which typed error to
+// raise (src/internal/failures.ts maps them).
 #pragma once
 
-#include <napi.h>
+#include <AddonFailure.h>
 
-#include <stdexcept>
 #include <string>
 
 namespace tlnixl {
 
 enum class FailureCode { Library, Protocol, Transfer, Aborted, Usage, Registration };
 
-class Failure : public std::runtime_error {
+class Failure : public tensorlane::AddonFailure {
  public:
-  Failure(FailureCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Failure(FailureCode code, const std::string& message) : AddonFailure(message), code_(code) {}
 
   FailureCode code() const { return code_; }
 
-  static const char* codeName(FailureCode code) {
-    switch (code) {
+  const char* codeName() const override {
+    switch (code_) {
       case FailureCode::Library: return "library";
       case FailureCode::Protocol: return "protocol";
       case FailureCode::Transfer: return "transfer";
@@ -29,14 +28,10 @@ class Failure : public std::runtime_error {
     return "usage";
   }
 
-  Napi::Error toError(Napi::Env env) const {
-    Napi::Error error = Napi::Error::New(env, what());
-    error.Set("code", Napi::String::New(env, codeName(code_)));
-    return error;
-  }
-
  private:
   FailureCode code_;
 };
+
+using tensorlane::guarded;
 
 }  // namespace tlnixl
