@@ -1,5 +1,6 @@
 // Entry point of the tensorlane NIXL addon. Every function is a thin binding over the
 // process-wide ProcessAgent (see ProcessAgent.h for why one agent serves every thread).
+#include "EnvReads.h"
 #include "Failure.h"
 #include "NixlLibrary.h"
 #include "ProcessAgent.h"
@@ -263,6 +264,7 @@ Napi::Value Read(const Napi::CallbackInfo& info) {
 }  // namespace tlnixl
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  tlnixl::EnvReads::Install(env);
   exports.Set("load", Napi::Function::New(env, tlnixl::Load, "load"));
   exports.Set("loadedLibrary", Napi::Function::New(env, tlnixl::LoadedLibrary, "loadedLibrary"));
   exports.Set("agentName", Napi::Function::New(env, tlnixl::AgentName, "agentName"));

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <set>
+#include <system_error>
 #include <thread>
 
 namespace tlnixl {
@@ -50,12 +51,20 @@ class Backoff {
 }  // namespace
 
 Napi::Object ReadJob::Start(Napi::Env env, std::unique_ptr<ReadPlan> plan, Napi::Value keep) {
-  auto* job = new ReadJob(env, std::move(plan), keep);
+  auto job = std::unique_ptr<ReadJob>(new ReadJob(env, std::move(plan), keep));
   Napi::Object operation = Napi::Object::New(env);
   operation.Set("promise", job->deferred_.Promise());
-  std::shared_ptr<std::atomic<bool>> aborted = job->aborted_;
+  EnvReads::AbortFlag aborted = job->aborted_;
   operation.Set("abort", Napi::Function::New(env, [aborted](const Napi::CallbackInfo&) { aborted->store(true); }, "abort"));
-  std::thread([job] { job->run(); }).detach();
+  job->reads_.add(aborted);
+  try {
+    std::thread([raw = job.get()] { raw->run(); }).detach();
+  } catch (const std::system_error& error) {
+    job->reads_.forget(aborted);
+    job->done_.Release();
+    throw Failure(FailureCode::Transfer, std::string("cannot start a thread for the NIXL READ: ") + error.what());
+  }
+  job.release();
   return operation;
 }
 
@@ -64,6 +73,7 @@ ReadJob::ReadJob(Napi::Env env, std::unique_ptr<ReadPlan> plan, Napi::Value keep
       deferred_(Napi::Promise::Deferred::New(env)),
       keep_(Napi::Persistent(keep)),
       done_(Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "nixl-read", 0, 1)),
+      reads_(EnvReads::Of(env)),
       aborted_(std::make_shared<std::atomic<bool>>(false)) {}
 
 void ReadJob::run() {
@@ -74,20 +84,19 @@ void ReadJob::run() {
   } catch (const std::exception& error) {
     failure_ = Failure(FailureCode::Transfer, error.what());
   }
-  // Once the call is queued the JS thread may settle and delete this job at any moment, its
-  // members included: release through a copy of the handle, and touch nothing of ours after.
-  Napi::ThreadSafeFunction done = done_;
-  napi_status status = done.BlockingCall(this, [](Napi::Env env, Napi::Function, ReadJob* job) {
-    job->settle(env);
-    delete job;
+  // Copies: once handed over, the job (and so these members) may be deleted at any moment.
+  EnvReads& reads = reads_;
+  EnvReads::AbortFlag aborted = aborted_;
+  bool handedOver = reads.end(aborted, [this] {
+    if (done_.BlockingCall(this, &ReadJob::finish) == napi_ok) return true;
+    done_.Release();
+    return false;
   });
-  done.Release();
-  // The thread that started us is gone (a worker terminated): nothing to settle, and the
-  // references belong to a dead environment, so they are left to it.
-  if (status != napi_ok) {
-    keep_.SuppressDestruct();
-    delete this;
-  }
+  if (handedOver) return;
+  // The environment that started us is gone (a worker ended) or refused the call: nothing to
+  // settle, and the references belong to that environment, so they are left to it.
+  keep_.SuppressDestruct();
+  delete this;
 }
 
 void ReadJob::execute() {
@@ -177,13 +186,15 @@ void ReadJob::transfer(nixl_capi_agent_t agent, size_t first, size_t count) {
   }
 }
 
-void ReadJob::settle(Napi::Env env) {
-  if (failure_.has_value()) {
-    deferred_.Reject(failure_->toError(env).Value());
+void ReadJob::finish(Napi::Env env, Napi::Function, ReadJob* job) {
+  std::unique_ptr<ReadJob> owned(job);
+  owned->done_.Release();
+  if (owned->failure_.has_value()) {
+    owned->deferred_.Reject(owned->failure_->toError(env).Value());
   } else {
-    deferred_.Resolve(env.Undefined());
+    owned->deferred_.Resolve(env.Undefined());
   }
-  keep_.Reset();
+  owned->keep_.Reset();
 }
 
 }  // namespace tlnixl

@@ -2,8 +2,13 @@
 // registered region), load the producer's metadata, post the READ and poll it to completion, then
 // settle a JS promise. Polling off the JS thread keeps the consumer's event loop free; the
 // producer does nothing (its NIXL progress thread answers).
+//
+// Ownership: the JS thread creates the job; its thread runs it and, once the READ is over, hands it
+// back to the JS thread, which settles the promise, releases the thread-safe function and deletes
+// the job. After the hand-over the thread touches nothing of the job: the job may already be gone.
 #pragma once
 
+#include "EnvReads.h"
 #include "Failure.h"
 #include "ReadPlan.h"
 
@@ -31,13 +36,15 @@ class ReadJob {
   void execute();
   /** Posts one request and polls it; returns when it completed, failed or was aborted and released. */
   void transfer(nixl_capi_agent_t agent, size_t first, size_t count);
-  void settle(Napi::Env env);
+  /** On the JS thread, once the thread handed the job over: settles, releases, deletes. */
+  static void finish(Napi::Env env, Napi::Function, ReadJob* job);
 
   std::unique_ptr<ReadPlan> plan_;
   Napi::Promise::Deferred deferred_;
   Napi::Reference<Napi::Value> keep_;
   Napi::ThreadSafeFunction done_;
-  std::shared_ptr<std::atomic<bool>> aborted_;
+  EnvReads& reads_;
+  EnvReads::AbortFlag aborted_;
   std::optional<Failure> failure_;
 };
 
