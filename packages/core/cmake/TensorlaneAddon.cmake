@@ -28,4 +28,8 @@ function(tensorlane_addon name)
   target_compile_definitions(${name} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS)
   target_compile_options(${name} PRIVATE -Wall -Wextra -fvisibility=hidden)
   target_link_libraries(${name} PRIVATE ${CMAKE_JS_LIB} Threads::Threads ${CMAKE_DL_LIBS} ${ADDON_LIBS})
+  # Never unmapped: Node dlcloses an addon when a worker that loaded it ends (the transfer agent is
+  # one), while the addon's own threads (transfers, communicators) may still be returning through its
+  # code, and process-wide state (NIXL's agent, gloo's device) lives in its statics.
+  target_link_options(${name} PRIVATE -Wl,-z,nodelete)
 endfunction()
