@@ -7,6 +7,7 @@
  *   TENSORLANE_NIXL_UCX_PARAMS       extra UCX backend parameters, "key=value,key=value"
  *   TENSORLANE_NIXL_PROGRESS_DELAY_US  poll timeout of NIXL's progress thread (default 10000; 0 spins)
  *   UCX_MODULES                      defaults to "^ib" (see below); UCX_TLS etc. pass through
+ *   UCX_MEM_MMAP_HOOK_MODE           defaults to "reloc" (see below)
  */
 
 /**
@@ -14,7 +15,13 @@
  * rdma-core), and the two libnl copies crash the process in their exit handlers. Without
  * InfiniBand hardware the module is useless anyway; on a machine with it, set UCX_MODULES yourself.
  */
-export const DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_MODULES: "^ib" }
+/*
+ * UCX's default "bistro" hooks rewrite the first bytes of libc's mmap, munmap, madvise, brk... when
+ * the agent starts, while V8's own threads may be executing them (a 64 MiB tensor has just been made);
+ * "reloc" redirects the same calls through their relocation entries, pointer-sized writes that no
+ * running thread can observe half done.
+ */
+export const DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_MODULES: "^ib", UCX_MEM_MMAP_HOOK_MODE: "reloc" }
 
 // The main thread's process.env is the real environment: actor processes spawned from here
 // inherit the default too. Worker threads only see a copy, which is why the addon sets the same
