@@ -25,7 +25,8 @@ export interface TransportCapabilities {
    * Its functions work on any thread of a process: what threads must share (registrations, groups)
    * lives in its native side. The thread that makes an object then registers it, and the thread that
    * needs one receives it, each without a round trip through the transfer agent (two thread wake-ups).
-   * Sends, collectives and groups stay in the agent, which runs while the main thread is busy.
+   * Sends, collectives (a collective receive too) and groups stay in the agent, which runs while the
+   * main thread is busy.
    */
   readonly anyThread?: boolean
 }

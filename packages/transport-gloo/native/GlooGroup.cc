@@ -3,6 +3,7 @@
 #include "CollectiveJob.h"
 #include "ConnectJob.h"
 #include "Failure.h"
+#include "GroupRegistry.h"
 #include "ReceiveJob.h"
 #include "SendJob.h"
 
@@ -71,21 +72,31 @@ Napi::Function GlooGroup::Define(Napi::Env env) {
                          InstanceMethod<&GlooGroup::Allreduce>("allreduce"),
                          InstanceMethod<&GlooGroup::Broadcast>("broadcast"),
                          InstanceMethod<&GlooGroup::Destroy>("destroy"),
+                         InstanceMethod<&GlooGroup::Publish>("publish"),
+                         StaticMethod<&GlooGroup::Attach>("attach"),
                      });
 }
 
 GlooGroup::GlooGroup(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GlooGroup>(info) {
+  if (info.Length() == 1 && info[0].IsExternal()) {
+    // From Attach: the published group's state, shared.
+    state_ = *info[0].As<Napi::External<std::shared_ptr<GroupState>>>().Data();
+    attached_ = true;
+    return;
+  }
   guarded(info.Env(), [&]() -> Napi::Value {
     const int rank = intArg(info, 0, "rank");
     const int size = intArg(info, 1, "size");
     if (size < 1 || rank >= size) usage("rank " + std::to_string(rank) + " is not in a group of " + std::to_string(size));
-    state_ = std::make_shared<GroupState>(rank, size, timeoutArg(info, 2));
+    state_ = std::make_shared<GroupState>(info.Env(), rank, size, timeoutArg(info, 2));
     return info.Env().Undefined();
   });
 }
 
 GlooGroup::~GlooGroup() {
-  if (state_ != nullptr) state_->close();
+  if (state_ == nullptr || attached_) return;
+  if (!name_.empty()) GroupRegistry::withdraw(name_, state_.get());
+  state_->close();
 }
 
 Napi::Value GlooGroup::Rank(const Napi::CallbackInfo& info) {
@@ -194,8 +205,33 @@ Napi::Value GlooGroup::Broadcast(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value GlooGroup::Destroy(const Napi::CallbackInfo& info) {
-  state_->close();
-  return info.Env().Undefined();
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    if (attached_) usage("destroy() belongs to the environment that created the group");
+    if (!name_.empty()) GroupRegistry::withdraw(name_, state_.get());
+    state_->close();
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value GlooGroup::Publish(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    if (!info[0].IsString()) usage("publish() takes the group's name");
+    if (attached_) usage("publish() belongs to the environment that created the group");
+    name_ = info[0].As<Napi::String>().Utf8Value();
+    GroupRegistry::publish(name_, state_);
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value GlooGroup::Attach(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    if (!info[0].IsString()) usage("attach() takes a group's name");
+    std::shared_ptr<GroupState> state = GroupRegistry::find(info[0].As<Napi::String>().Utf8Value());
+    if (state == nullptr) return info.Env().Undefined();
+    // The External lives only for this call: the constructor copies the shared pointer out of it.
+    auto external = Napi::External<std::shared_ptr<GroupState>>::New(info.Env(), &state);
+    return info.This().As<Napi::Function>().New({external});
+  });
 }
 
 }  // namespace tlgloo

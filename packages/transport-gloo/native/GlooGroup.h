@@ -5,6 +5,7 @@
 #include <napi.h>
 
 #include <memory>
+#include <string>
 
 namespace tlgloo {
 
@@ -27,10 +28,16 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   Napi::Value Allreduce(const Napi::CallbackInfo& info);
   Napi::Value Broadcast(const Napi::CallbackInfo& info);
   Napi::Value Destroy(const Napi::CallbackInfo& info);
+  Napi::Value Publish(const Napi::CallbackInfo& info);
+  static Napi::Value Attach(const Napi::CallbackInfo& info);
 
   Napi::Value Transfer(const Napi::CallbackInfo& info, bool sending);
 
   std::shared_ptr<GroupState> state_;
+  // A wrapper made by Group.attach(name) in another environment: it never closes the group.
+  bool attached_ = false;
+  // The name the group is published under, once published.
+  std::string name_;
 };
 
 }  // namespace tlgloo

@@ -11,8 +11,9 @@
 
 namespace tlgloo {
 
-GroupState::GroupState(int rank, int size, std::chrono::milliseconds connectTimeout)
-    : rank_(rank), size_(size), context_(std::make_shared<ExtContext>(rank, size, connectTimeout)) {
+GroupState::GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout)
+    : owner_(owner),
+      rank_(rank), size_(size), context_(std::make_shared<ExtContext>(rank, size, connectTimeout)) {
   blob_ = AddressBlob::pack(rank, size, context_->createPairs(Device::shared()));
 }
 

@@ -3,6 +3,8 @@
 #include "ExtContext.h"
 #include "PinnedBytes.h"
 
+#include <napi.h>
+
 #include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
@@ -22,11 +24,15 @@ class Job;
 // may still touch after an aborted operation until the pairs are closed.
 class GroupState {
  public:
-  GroupState(int rank, int size, std::chrono::milliseconds connectTimeout);
+  // `owner`: the JS environment that creates (and destroys) the group.
+  GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout);
   GroupState(const GroupState&) = delete;
   GroupState& operator=(const GroupState&) = delete;
 
   int rank() const { return rank_; }
+  // Whether `env` created the group: memory pinned in another environment (a main thread receiving
+  // through a published group) cannot be released from the owner's thread at close().
+  bool ownedBy(napi_env env) const { return env == owner_; }
   int size() const { return size_; }
 
   // This rank's contribution to the all-gather (see AddressBlob).
@@ -64,6 +70,7 @@ class GroupState {
  private:
   enum class Phase { Created, Connecting, Connected, Closed };
 
+  const napi_env owner_;
   const int rank_;
   const int size_;
   std::shared_ptr<ExtContext> context_;

@@ -132,7 +132,12 @@ void Job::execute() {
 
 void Job::settle(Napi::Env env) {
   group_->detach(this);
-  if (!memoryRetired_ || !group_->retirePinned(memory_)) {
+  // An unfinished job's buffers stay posted until the group closes, so their memory must outlive
+  // them: the owner's environment hands it to the group (released at close). Memory pinned in another
+  // environment (a main thread receiving through a published group) cannot be released from the
+  // owner's thread: it stays pinned for the life of the process (core quarantines it as well).
+  const bool kept = memoryRetired_ && (!group_->ownedBy(env) || group_->retirePinned(memory_));
+  if (!kept) {
     for (auto& m : memory_) m.release();
   }
   memory_.clear();

@@ -40,12 +40,20 @@ export interface NativeGroup {
   ): NativeOperation
   /** In place: the root's buffers overwrite everyone else's. */
   broadcast(buffers: ReadonlyArray<Uint8Array>, root: number, timeoutMs: number): NativeOperation
-  /** Aborts running operations and closes the pairs; later operations reject with code "closed". */
+  /** Aborts running operations and closes the pairs; later operations reject with code "closed". Not on an attached group. */
   destroy(): void
+  /** Makes the connected group reachable by name from every thread of the process (`Group.attach`) until destroyed. */
+  publish(name: string): void
+}
+
+export interface GlooGroupClass {
+  new (rank: number, size: number, connectTimeoutMs: number): NativeGroup
+  /** The group published under `name` by any thread of this process, shared (it is never closed through this handle); undefined when there is none. */
+  attach(name: string): NativeGroup | undefined
 }
 
 export interface GlooAddon {
-  readonly Group: new (rank: number, size: number, connectTimeoutMs: number) => NativeGroup
+  readonly Group: GlooGroupClass
   /** Opens (or reuses) the process's gloo TCP device and describes it. */
   readonly deviceAddress: () => string
   readonly glooVersion: string

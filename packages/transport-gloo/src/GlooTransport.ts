@@ -59,8 +59,12 @@ interface Group {
 
 const groups = new Map<string, Group>()
 
+/**
+ * The group `name`: created by this thread (the transfer agent), or published by another thread of
+ * the process and attached here (a main thread receiving; the transport declares anyThread).
+ */
 const groupOf = (name: string): Group => {
-  const group = groups.get(name)
+  const group = groups.get(name) ?? attached(name)
   if (group === undefined) {
     throw new MissingGroupError({
       message: `process ${process.pid} is not in gloo group "${name}" (destroyed, or never created here); create one with cluster.createCollectiveGroup(actors, { backend: "gloo" })`,
@@ -68,6 +72,11 @@ const groupOf = (name: string): Group => {
     })
   }
   return group
+}
+
+const attached = (name: string): Group | undefined => {
+  const native = loadAddon().addon.Group.attach(name)
+  return native === undefined ? undefined : { name, native }
 }
 
 /** Runs a native operation until it settles, or until the signal aborts it: then at once with the signal's reason. */
@@ -122,7 +131,8 @@ const destroy = (name: string): void => {
 
 export const gloo = defineTransport({
   name: TRANSPORT,
-  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true },
+  // Groups are published natively, so a main thread receives through the agent's group itself.
+  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true },
 
   createGroup: async (setup) => {
     if (groups.has(setup.name)) {
@@ -143,6 +153,7 @@ export const gloo = defineTransport({
       const blobs = await setup.allGather(native.address())
       if (groups.get(setup.name) !== group) throw new TransferError({ message: `${what}: the group was destroyed meanwhile`, transport: TRANSPORT })
       await native.connect(blobs)
+      native.publish(setup.name)
     } catch (error) {
       if (groups.get(setup.name) === group) groups.delete(setup.name)
       native.destroy()

@@ -6,6 +6,7 @@
 import { type GroupSetup, Tensor, type TensorMeta } from "@tensorlane/core"
 import { afterEach, describe, expect, it } from "vitest"
 import { gloo, glooStatus } from "../src/index.ts"
+import { loadAddon } from "../src/internal/loadAddon.ts"
 
 const meta = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: t.shape, device: t.device, nbytes: t.nbytes })
 const never = new AbortController().signal
@@ -56,11 +57,28 @@ afterEach(async () => {
 describe("gloo transport", () => {
   it("declares itself two-sided, grouped, abortable, cpu-only, and registers nothing", () => {
     expect(gloo.name).toBe("gloo")
-    expect(gloo.capabilities).toEqual({ oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true })
+    expect(gloo.capabilities).toEqual({ oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true })
     expect(gloo.inspect!()).toEqual({ registrations: [] })
     const status = glooStatus()
     expect(status.ready).toBe(true)
     expect(status.library).toMatch(/libgloo\.so/)
+  })
+
+  it("publishes connected groups by name: another thread's handle receives through them, cannot destroy them, and loses them with the group", async () => {
+    const { Group } = loadAddon().addon
+    expect(Group.attach("shared/1")).toBeUndefined()
+    await createLocal("shared", 2)
+    const handle = Group.attach("shared/1")!
+    expect([handle.rank, handle.size]).toEqual([1, 2])
+    expect(() => handle.destroy()).toThrow(/belongs to the environment that created the group/)
+    const sent = Tensor.arange(256, { dtype: "float32" })
+    const into = new Uint8Array(sent.nbytes)
+    const received = handle.receive(0, "shared.1", [into], 10_000)
+    await gloo.send!({ object: { objectId: "shared.1", tensors: [sent] }, group: "shared/0", toRank: 1, signal: never })
+    await received.promise
+    expect([...new Float32Array(into.buffer)]).toEqual(sent.toArray())
+    await gloo.destroyGroup!("shared/1")
+    expect(Group.attach("shared/1")).toBeUndefined()
   })
 
   it("sends contiguous and strided tensors straight into the receiver's tensors", async () => {

@@ -260,7 +260,8 @@ export class ProcessRuntime {
     await Effect.runPromise(
       Effect.tryPromise({
         try: () =>
-          viaTransport.capabilities.anyThread
+          // A collective receive stays with the agent, which numbers the group's collectives.
+          viaTransport.capabilities.anyThread && !request.collective
             ? this.pending.track(receiveLabel(request), info.producer, options.timeoutMs, (signal) => receiveObject(viaTransport, request, signal))
             : this.agent.command({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs }),
         catch: (error) => error as Error,
