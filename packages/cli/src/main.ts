@@ -2,7 +2,7 @@
 /**
  * The tensorlane command.
  *   tensorlane doctor [--json]
- *   tensorlane bench [--transports object-store,gloo] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 7]
+ *   tensorlane bench [--transports object-store,gloo] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
  *                    [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
  * Errors of the command line print `<_tag>: <message>` and exit with 2.
  */
@@ -19,7 +19,7 @@ import { renderSvg } from "./SvgChart.js"
 const USAGE = `usage:
   tensorlane doctor [--json]
       every transport with its state, library versions and locations, the UCX transports NIXL sees
-  tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 7]
+  tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
                    [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
       DESIGN §5: consumer.numel(producer.make(n)) actor to actor, submit to result, medians;
       default transports: object-store and every CPU transport that doctor finds ready`
@@ -55,7 +55,7 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
       options: {
         transports: { type: "string" },
         sizes: { type: "string", default: "4KiB,1MiB,64MiB,256MiB" },
-        repeats: { type: "string", default: "7" },
+        repeats: { type: "string", default: "21" },
         warmups: { type: "string", default: "2" },
         modules: { type: "string" },
         json: { type: "string" },
