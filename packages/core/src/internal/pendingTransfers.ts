@@ -10,6 +10,9 @@ interface Pending {
   readonly controller: AbortController
 }
 
+/** Aborts a transfer with a TransferError naming its transport (a label's first word). */
+const fail = (p: Pending, message: string): void => p.controller.abort(new TransferError({ message, transport: p.label.split(" ")[0] }))
+
 export class PendingTransfers {
   private readonly pending = new Map<number, Pending>()
   private nextId = 1
@@ -43,14 +46,12 @@ export class PendingTransfers {
 
   /** Ends every transfer with `peer`: it died. */
   peerDied(peer: string): void {
-    for (const p of this.pending.values()) {
-      if (p.peer === peer) p.controller.abort(new TransferError({ message: `${p.label} failed: ${peer} died`, transport: p.label.split(" ")[0] }))
-    }
+    for (const p of this.pending.values()) if (p.peer === peer) fail(p, `${p.label} failed: ${peer} died`)
   }
 
   /** Ends every transfer (the thread is closing). */
   abortAll(why: string): void {
-    for (const p of this.pending.values()) p.controller.abort(new TransferError({ message: `${p.label}: ${why}`, transport: p.label.split(" ")[0] }))
+    for (const p of this.pending.values()) fail(p, `${p.label}: ${why}`)
   }
 
   labels(): Array<string> {
