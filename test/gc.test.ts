@@ -1,4 +1,7 @@
-/** Refs that are never released are freed by garbage collection (FinalizationRegistry) in the driver. */
+/**
+ * Refs that are never released are freed by garbage collection (FinalizationRegistry) in the driver;
+ * actors collect the memory of freed objects while idle, so that it comes back warm.
+ */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { type ActorHandle, type Cluster, start } from "@tensorlane/core"
@@ -44,4 +47,19 @@ it("frees objects whose refs were garbage-collected, in every store and transpor
   )
   expect(left).toEqual([])
   await expectClean(cluster)
+})
+
+it("an actor collects a freed result's memory after the call that came with the free, off that call's path", async () => {
+  const [c] = await cluster.spawn(Worker)
+  const bytes = 64 << 20
+  const first = c.marked(bytes, 7)
+  await cluster.get(first)
+  // The next call arrives right behind the free: it takes fresh memory instead of waiting for a collection...
+  first.release()
+  const second = c.marked(bytes, 8)
+  await cluster.get(second)
+  // ...and the collection after it proves the first result's memory free: the next allocation reuses it.
+  await new Promise((r) => setTimeout(r, 200))
+  expect(await cluster.get(c.firstByteOfNew(bytes))).toBe(7)
+  second.release()
 })

@@ -109,6 +109,11 @@ const checkOwner = (allocator: Allocator, storage: Storage): HostStorage => {
 /** Storages below this size are not worth recycling: fresh small allocations are cheap. */
 const RECYCLE_MIN_BYTES = 1 << 20
 
+/** Blocks of one size handed out before a miss collects instead of taking fresh memory (see HostMemoryCache). */
+const BLOCKS_BEFORE_COLLECTING = 2
+/** How long a measured collection time stands for the next one. */
+const STALE_ESTIMATE_MS = 1000
+
 const recycleCapacity = (): number => {
   const configured = Number(process.env.TENSORLANE_HOST_CACHE_BYTES)
   return Number.isFinite(configured) && configured >= 0 ? configured : Math.min(2 ** 30, totalmem() / 16)
@@ -129,8 +134,14 @@ const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () => void
  * pages costs more than the copy into them (on this project's VMs a fresh 64 MiB costs 45 ms of page
  * faults, a warm one 3 ms), so a transfer loop that allocates a receive buffer each time would run at
  * the speed of page faults. The cache keeps a second SharedArrayBuffer object over the same memory
- * (structured clone shares it); a FinalizationRegistry returns it when the handed object dies, and on
- * a miss, where the process may force a collection, WeakRefs tell at once which memory is free again.
+ * (structured clone shares it); a FinalizationRegistry returns it when the handed object dies, and
+ * after a collection WeakRefs tell at once which memory is free again.
+ *
+ * Collections belong to idle moments (`collectIdle`, after the process dropped large tensors). A
+ * loop that frees a result and at once allocates the next cannot wait for one, so a miss takes fresh
+ * memory while fewer than two blocks of its size are out: the loop then alternates between two warm
+ * blocks, each proven free by the idle collection after the call that freed it. Beyond that, a miss
+ * collects on the spot, which bounds the memory to what the program really holds.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
@@ -138,29 +149,33 @@ class HostMemoryCache {
   private idleBytes = 0
   private readonly capacity = recycleCapacity()
   private lastCollectMs = 0
+  private lastCollectAt = 0
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
 
-  /** Collects now, when the process is idle, so that the next large allocation finds warm memory waiting. */
-  collectIdle(): void {
+  /** Collects now, when the process is idle, so that memory of `droppedBytes` waits, warm, for the next large allocation. */
+  collectIdle(droppedBytes: number): void {
     const gc = forceGc()
-    if (gc === undefined || this.idleBytes > 0) return
-    let outstanding = 0
-    for (const [byteLength, set] of this.lent) outstanding += byteLength * set.size
-    if (!this.worthCollecting(outstanding)) return
+    if (gc === undefined || !this.worthCollecting(droppedBytes)) return
     this.runCollection(gc)
     // The registry's callbacks run later, as a task: what just died is made idle now.
     for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
   }
 
-  /** A collection pays when it costs less than faulting in the pages it may recycle (about 2 GB/s here). */
+  /**
+   * A collection pays when it costs less than faulting in the pages it may recycle (about 2 GB/s
+   * here). One slow collection (a busy machine) must not rule them out for good: after a second the
+   * estimate is measured again.
+   */
   private worthCollecting(bytes: number): boolean {
-    return bytes > 0 && this.lastCollectMs <= bytes / 2e6
+    if (bytes < RECYCLE_MIN_BYTES) return false
+    return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > STALE_ESTIMATE_MS
   }
 
   private runCollection(gc: () => void): void {
     const started = performance.now()
     gc()
-    this.lastCollectMs = performance.now() - started
+    this.lastCollectAt = performance.now()
+    this.lastCollectMs = this.lastCollectAt - started
   }
 
   take(byteLength: number): SharedArrayBuffer {
@@ -200,7 +215,7 @@ class HostMemoryCache {
 
   private collect(byteLength: number): void {
     const gc = forceGc()
-    if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) === 0 || !this.worthCollecting(byteLength)) return
+    if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) < BLOCKS_BEFORE_COLLECTING || !this.worthCollecting(byteLength)) return
     this.runCollection(gc)
   }
 
@@ -218,12 +233,12 @@ class HostMemoryCache {
 const hostMemory = new HostMemoryCache()
 
 /**
- * For a process's idle moments, after it dropped large tensors (tensorlane's actors call it after a
- * free, or after a call that received copies): collects garbage now if no recycled memory is waiting
- * and the large buffers still handed out are worth it, so that their memory waits, warm, for the next
- * allocation instead of costing a collection (or page faults) on its critical path.
+ * For a process's idle moments, after it dropped tensors of `droppedBytes` (tensorlane's actors call
+ * it once no call runs after a free, or after a call that received copies): collects garbage now if
+ * that is cheaper than faulting that much fresh memory in, so that the memory waits, warm, for the
+ * next allocation instead of costing a collection (or page faults) on its critical path.
  */
-export const recycleHostMemory = (): void => hostMemory.collectIdle()
+export const recycleHostMemory = (droppedBytes: number): void => hostMemory.collectIdle(droppedBytes)
 
 /** The default allocator: one SharedArrayBuffer per storage; large ones recycled after garbage collection. */
 export const cpuAllocator: Allocator = {

@@ -224,7 +224,7 @@ export class Tensor {
 
   // ---- factories ----
 
-  /** Uninitialized: zeros for fresh default CPU storage, arbitrary bytes for reused pool blocks. */
+  /** Uninitialized: zeros in fresh memory, arbitrary bytes in recycled memory (large default CPU storages, pool blocks). */
   static empty(shape: ReadonlyArray<number>, opts?: TensorOptions): Tensor {
     const { dtype, allocator } = resolveOptions(opts)
     return Tensor.allocate(checkShape(shape), dtype, allocator)

@@ -2,6 +2,7 @@
  * The per-process store: primary copies of the objects this process produced (kept until the owner
  * frees them) and the copies it received for the calls that are running.
  */
+import { cpuAllocator } from "./Allocator.js"
 import { TimeoutError } from "./Errors.js"
 import type { Tensor } from "./Tensor.js"
 
@@ -19,6 +20,8 @@ export class TensorStore {
   /** Live objects per storage, for waitTensorFreed: in-place writes to any view of a storage are visible. */
   private readonly storageUsers = new Map<number, number>()
   private readonly freedWaiters = new Map<number, Array<() => void>>()
+  /** Bytes of default host memory dropped since `takeDroppedHostBytes`: what a collection may now recycle. */
+  private droppedHostBytes = 0
 
   addPrimary(object: StoredObject): void {
     this.primary.set(object.objectId, object)
@@ -34,6 +37,7 @@ export class TensorStore {
     const object = this.primary.get(objectId)
     if (object === undefined) return undefined
     this.primary.delete(objectId)
+    this.noteDropped(object.tensors)
     for (const id of storageIds(object.tensors)) {
       const users = (this.storageUsers.get(id) ?? 1) - 1
       if (users > 0) {
@@ -57,7 +61,7 @@ export class TensorStore {
   dropReceived(objectId: string): void {
     const entry = this.received.get(objectId)
     if (entry === undefined) return
-    if (--entry.users === 0 && !entry.pinned) this.received.delete(objectId)
+    if (--entry.users === 0 && !entry.pinned) this.deleteReceived(objectId, entry.tensors)
   }
 
   /** Keeps a received copy until the owner frees the object (a broadcast placed it here ahead of its calls). */
@@ -77,7 +81,25 @@ export class TensorStore {
     const entry = this.received.get(objectId)
     if (entry === undefined) return
     entry.pinned = false
-    if (entry.users === 0) this.received.delete(objectId)
+    if (entry.users === 0) this.deleteReceived(objectId, entry.tensors)
+  }
+
+  private deleteReceived(objectId: string, tensors: ReadonlyArray<Tensor>): void {
+    this.received.delete(objectId)
+    this.noteDropped(tensors)
+  }
+
+  private noteDropped(tensors: ReadonlyArray<Tensor>): void {
+    // Views of one storage hold its memory once.
+    const storages = new Map(tensors.map((t) => [t.storage.id, t.storage]))
+    for (const storage of storages.values()) if (storage.allocator === cpuAllocator) this.droppedHostBytes += storage.byteLength
+  }
+
+  /** Host bytes dropped since the last call (then none): whether a garbage collection may recycle memory now. */
+  takeDroppedHostBytes(): number {
+    const bytes = this.droppedHostBytes
+    this.droppedHostBytes = 0
+    return bytes
   }
 
   /** Resolves once no stored object uses the tensor's memory any more. */

@@ -29,6 +29,11 @@ type Init = Extract<ToActor, { _tag: "Init" }>
 
 /** How long a call waits for the frees that arrived before it (a release normally takes well under 1 ms). */
 const SETTLE_FREES_MS = 20
+/**
+ * A free usually comes just before the next call (a loop releases a result and asks again): its memory
+ * is recycled after that call; only when none comes is the process idle enough to collect.
+ */
+const IDLE_AFTER_FREE_MS = 50
 
 const control = new Connection(new net.Socket({ fd: 3, readable: true, writable: true }), {
   onFrame: (frame) => onFrame(frame),
@@ -152,7 +157,7 @@ class Actor {
         return
       case "Free": {
         const freeing = this.runtime.free(message.objectIds).then(
-          () => this.whenIdle(),
+          () => this.recycleWhenIdle(IDLE_AFTER_FREE_MS),
           (error) => console.error("tensorlane: free failed:", error),
         )
         this.freeing.add(freeing)
@@ -214,14 +219,17 @@ class Actor {
   /** Frees waiting for the transfer agent to let go; their memory is reusable only once they end. */
   private readonly freeing = new Set<Promise<void>>()
 
-  /** Memory dropped by a call or a free is recycled while nothing runs, off the next call's path. */
-  private whenIdle(): void {
+  /**
+   * Memory the store dropped (a free, a call's received copies) is recycled while nothing runs, off
+   * the next call's path.
+   */
+  private recycleWhenIdle(afterMs = 0): void {
     if (this.running > 0 || this.recycleScheduled) return
     this.recycleScheduled = true
-    setImmediate(() => {
+    setTimeout(() => {
       this.recycleScheduled = false
-      if (this.running === 0 && this.queue.length === 0) recycleHostMemory()
-    })
+      if (this.running === 0 && this.queue.length === 0) recycleHostMemory(this.runtime.store.takeDroppedHostBytes())
+    }, afterMs)
   }
 
   private pump(): void {
@@ -232,19 +240,18 @@ class Actor {
       this.run(call, body)
         .catch((error: unknown) => {
           console.error(`tensorlane: ${this.init.actorId} could not answer call ${call.callId}:`, error)
-          return false
         })
-        .then((droppedCopies) => {
+        .then(() => {
           this.running--
           if (this.running === 0) this.borrows.flush()
           this.pump()
-          if (droppedCopies) this.whenIdle()
+          this.recycleWhenIdle()
         })
     }
   }
 
-  /** Runs a call and sends its result; resolves with whether it dropped received copies afterwards. */
-  private async run(call: Call, body: Buffer | undefined): Promise<boolean> {
+  /** Runs a call and sends its result. */
+  private async run(call: Call, body: Buffer | undefined): Promise<void> {
     const transfers: Array<TransferStat> = []
     const received: Array<string> = []
     try {
@@ -262,7 +269,6 @@ class Actor {
     } finally {
       for (const objectId of received) this.runtime.store.dropReceived(objectId)
     }
-    return received.length > 0
   }
 
   /**
