@@ -3,6 +3,8 @@
 #include "ObjectHeader.h"
 #include "TransferKey.h"
 
+#include <cstring>
+
 namespace tlgloo {
 
 void ReceiveJob::run() {
@@ -10,11 +12,22 @@ void ReceiveJob::run() {
   const TransferKey key(objectId());
   const std::vector<size_t> lengths = this->lengths();
   const ObjectHeader expected(key.value(), lengths);
-  auto announced = std::make_shared<ObjectHeader::Bytes>();
+  // Room for the largest inline payload, whatever this side expects: a longer message than the
+  // receive would abort the process inside gloo.
+  auto announced = std::make_shared<std::vector<char>>(ObjectHeader::kSize + ObjectHeader::kInlineMax);
   own(announced);
-  track(context->createUnboundBuffer(announced->data(), ObjectHeader::kSize), Direction::Recv).recv(peer(), key.headerSlot());
+  track(context->createUnboundBuffer(announced->data(), announced->size()), Direction::Recv).recv(peer(), key.headerSlot());
   waitAll();
-  expected.check(*announced, objectId());
+  expected.check(announced->data(), objectId());
+  if (expected.inlined()) {
+    const char* payload = announced->data() + ObjectHeader::kSize;
+    for (size_t i = 0; i < memory().size(); i++) {
+      if (lengths[i] == 0) continue;
+      std::memcpy(memory()[i].data(), payload, lengths[i]);
+      payload += lengths[i];
+    }
+    return;
+  }
   for (size_t i = 0; i < memory().size(); i++) {
     if (lengths[i] == 0) continue;
     track(context->createUnboundBuffer(memory()[i].data(), lengths[i]), Direction::Recv).recv(peer(), key.dataSlot(i));

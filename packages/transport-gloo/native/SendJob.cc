@@ -9,16 +9,21 @@ void SendJob::run() {
   auto context = group().context();
   const TransferKey key(objectId());
   const std::vector<size_t> lengths = this->lengths();
-  auto header = std::make_shared<ObjectHeader>(key.value(), lengths);
-  own(header);
-  // gloo reads from the buffer of a send; it never writes into it.
-  auto& announced = track(context->createUnboundBuffer(const_cast<char*>(header->bytes().data()), ObjectHeader::kSize), Direction::Send);
-  announced.send(peer(), key.headerSlot());
-  // All sends are posted at once: each leaves as soon as the consumer has posted its receive.
-  for (size_t i = 0; i < memory().size(); i++) {
-    if (lengths[i] == 0) continue;
-    auto& data = track(context->createUnboundBuffer(memory()[i].data(), lengths[i]), Direction::Send);
-    data.send(peer(), key.dataSlot(i));
+  const ObjectHeader header(key.value(), lengths);
+  // The header's message, with the object's bytes right behind it when they are few (ObjectHeader).
+  auto message = std::make_shared<std::vector<char>>(header.bytes().begin(), header.bytes().end());
+  if (header.inlined()) {
+    message->reserve(ObjectHeader::kSize + header.total());
+    for (size_t i = 0; i < memory().size(); i++) message->insert(message->end(), memory()[i].data(), memory()[i].data() + lengths[i]);
+  }
+  own(message);
+  track(context->createUnboundBuffer(message->data(), message->size()), Direction::Send).send(peer(), key.headerSlot());
+  if (!header.inlined()) {
+    // All sends are posted at once: each leaves as soon as the consumer has posted its receive.
+    for (size_t i = 0; i < memory().size(); i++) {
+      if (lengths[i] == 0) continue;
+      track(context->createUnboundBuffer(memory()[i].data(), lengths[i]), Direction::Send).send(peer(), key.dataSlot(i));
+    }
   }
   waitAll();
 }

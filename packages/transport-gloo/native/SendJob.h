@@ -4,8 +4,8 @@
 
 namespace tlgloo {
 
-// The producer's half of a transfer: the object's header, then every tensor straight from its
-// memory, each to its own slot on the pair to the peer.
+// The producer's half of a transfer: the object's header with a small object's bytes behind it, or
+// the header and then every tensor straight from its memory, each to its own slot on the pair.
 class SendJob : public PairJob {
  public:
   using PairJob::PairJob;

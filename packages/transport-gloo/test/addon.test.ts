@@ -46,6 +46,13 @@ describe("point to point", () => {
 
   it("moves several tensors of one object, empty and odd-sized ones included", async () => {
     await transfer(peers[0], 0, peers[2], 2, "multi", [4 * KiB, 0, 3, 1 * MiB + 5])
+    await transfer(peers[2], 2, peers[0], 0, "multi-inline", [1 * KiB, 0, 3, 60 * KiB])
+  })
+
+  it("moves objects of up to 64 KiB inside the header's message, and larger ones beside it", async () => {
+    await transfer(peers[0], 0, peers[1], 1, "inline-largest", [64 * KiB])
+    await transfer(peers[0], 0, peers[1], 1, "inline-split", [32 * KiB, 32 * KiB])
+    await transfer(peers[0], 0, peers[1], 1, "beside-smallest", [64 * KiB + 1])
   })
 
   it("runs transfers on different pairs at once, and the same object twice to one peer", async () => {
@@ -68,17 +75,31 @@ describe("point to point", () => {
     expect(await peers[1].call("digest", { name: "twice/2" })).toBe(expected)
   })
 
-  it("a receive whose sizes differ from what the sender announces fails with a protocol error", async () => {
-    await peers[0].call("alloc", { name: "mismatch", bytes: 4 * KiB, seed: 3 })
-    await peers[2].call("alloc", { name: "mismatch/in", bytes: 8 * KiB })
-    const receiving = peers[2].call("receive", { peer: 0, objectId: "mismatch", names: ["mismatch/in"] })
-    const sending = peers[0].call("send", { peer: 2, objectId: "mismatch", names: ["mismatch"], timeoutMs: 60_000 })
+  // Inline (at most 64 KiB) or beside the header, on either side: the consumer checks the header
+  // before it takes any byte, and a message can never overrun what it posted.
+  it.each([
+    { sent: 4 * KiB, expected: 8 * KiB },
+    { sent: 4 * KiB, expected: 128 * KiB },
+    { sent: 128 * KiB, expected: 256 * KiB },
+    { sent: 128 * KiB, expected: 4 * KiB },
+  ])("a receive of $expected bytes from a sender of $sent fails with a protocol error", async ({ sent, expected }) => {
+    const objectId = `mismatch-${sent}-${expected}`
+    await peers[0].call("alloc", { name: objectId, bytes: sent, seed: 3 })
+    await peers[2].call("alloc", { name: `${objectId}/in`, bytes: expected })
+    const receiving = peers[2].call("receive", { peer: 0, objectId, names: [`${objectId}/in`] })
+    const sending = peers[0].call("send", { op: objectId, peer: 2, objectId, names: [objectId], timeoutMs: 60_000 })
     const failure = await failureOf(receiving)
     expect(failure.code).toBe("protocol")
-    expect(failure.message).toMatch(/4096 bytes, expected 8192/)
-    // The sender's data now waits for a receive that never comes: abort it, then rebuild the 0-2 pair's group.
-    await peers[0].call("abort", { op: "mismatch" })
-    expect((await failureOf(sending)).code).toBe("aborted")
+    expect(failure.message).toContain(`${sent} bytes, expected ${expected}`)
+    expect(await peers[2].call("nonZero", { name: `${objectId}/in` })).toBe(0)
+    if (sent > 64 * KiB) {
+      // The sender's data waits for a receive that never comes: abort it.
+      await peers[0].call("abort", { op: objectId })
+      expect((await failureOf(sending)).code).toBe("aborted")
+    } else {
+      await sending
+    }
+    // Then rebuild the 0-2 pair's group.
     expect(await peers[2].call("broken")).toMatch(/announced other data/)
     await Promise.all(peers.map((p) => p.call("destroy")))
     await connectGroup(peers)
