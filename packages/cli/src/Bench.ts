@@ -19,6 +19,8 @@ export interface BenchOptions {
   readonly sizes: ReadonlyArray<number>
   readonly repeats: number
   readonly warmups: number
+  /** Timed runs of a cell go on past `repeats` until they add up to this (see Scenario). */
+  readonly minTimeMs: number
 }
 
 export interface BenchRow {
@@ -46,6 +48,7 @@ export interface BenchResult {
   readonly host: { readonly platform: string; readonly cpus: number; readonly cpuModel: string; readonly memoryGiB: number }
   readonly repeats: number
   readonly warmups: number
+  readonly minTimeMs: number
   readonly transports: ReadonlyArray<string>
   readonly sizes: ReadonlyArray<number>
   readonly limits: ReadonlyArray<BenchLimits>
@@ -107,7 +110,15 @@ export interface Scenario {
   readonly bytes: number
   readonly repeats: number
   readonly warmups: number
+  /**
+   * Timed runs go on past `repeats` until they add up to this many ms (at most MAX_RUNS), so that
+   * the median of a fast path is of its steady state: a fresh cluster's first tens of calls still
+   * run code V8 has not optimised yet (gloo 4 KiB: 3-4 ms over the first 50 runs, 1.6-2 ms after).
+   */
+  readonly minTimeMs?: number
 }
+
+const MAX_RUNS = 1000
 
 /**
  * The timed loop of DESIGN §5: submit to result of `consume(make())`, `warmups` runs first, each
@@ -115,7 +126,10 @@ export interface Scenario {
  */
 export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: (run: number) => void = () => {}): Promise<Array<number>> => {
   const samples: Array<number> = []
-  for (let i = 0; i < scenario.warmups + scenario.repeats; i++) {
+  let timedMs = 0
+  const more = (run: number) =>
+    run < scenario.warmups + scenario.repeats || (timedMs < (scenario.minTimeMs ?? 0) && samples.length < MAX_RUNS)
+  for (let i = 0; more(i); i++) {
     const t0 = performance.now()
     const made = scenario.make()
     const counted = scenario.consume(made)
@@ -124,7 +138,10 @@ export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: 
     made.release()
     counted.release()
     if (numel !== scenario.bytes / 4) throw new Error(`the consumer saw ${numel} elements over ${scenario.label}, ${scenario.bytes / 4} expected`)
-    if (i >= scenario.warmups) samples.push(ms)
+    if (i >= scenario.warmups) {
+      samples.push(ms)
+      timedMs += ms
+    }
     onRun(i + 1)
   }
   return samples
@@ -132,7 +149,7 @@ export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: 
 
 export const runBench = async (options: BenchOptions, progress: Progress = () => {}): Promise<BenchResult> => {
   const { transports, modules } = await resolveTransports(options)
-  const { sizes, repeats, warmups } = options
+  const { sizes, repeats, warmups, minTimeMs } = options
   // Loaded only now: `doctor` and argument errors work without core's runtime.
   const { start } = await import("@tensorlane/core")
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
@@ -171,8 +188,17 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       for (const transport of transports) {
         const samples = await timeScenario(
           cluster,
-          { label: transport, make: () => producer.make.options({ tensorTransport: transport })(bytes), consume: (made) => consumer.numel(made), bytes, repeats, warmups },
-          (run) => step(`${transport} ${formatSize(bytes)} ${run}/${perRun}`),
+          {
+            label: transport,
+            make: () => producer.make.options({ tensorTransport: transport })(bytes),
+            consume: (made) => consumer.numel(made),
+            bytes,
+            repeats,
+            warmups,
+            minTimeMs,
+          },
+          // The bar moves over the first warmups + repeats runs; runs past them only show their count.
+          (run) => (run <= perRun ? step(`${transport} ${formatSize(bytes)} ${run}/${perRun}`) : progress(done, total, `${transport} ${formatSize(bytes)} ${run}`)),
         )
         const ms = median(samples)
         rows.push({
@@ -203,6 +229,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     },
     repeats,
     warmups,
+    minTimeMs,
     transports,
     sizes,
     limits,

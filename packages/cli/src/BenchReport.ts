@@ -7,8 +7,13 @@ const percent = (ratio: number): string => `${(ratio * 100).toFixed(1)}%`
 
 export const formatTable = (result: BenchResult): string => {
   const limits = new Map(result.limits.map((l) => [l.bytes, l]))
+  const runs = result.rows.map((r) => r.samplesMs.length)
+  const timed =
+    result.minTimeMs > 0
+      ? `${Math.min(...runs)} to ${Math.max(...runs)} timed runs per cell (at least ${result.repeats} and ${result.minTimeMs} ms)`
+      : `${result.repeats} repeats`
   const lines = [
-    `tensorlane bench: ${result.repeats} repeats after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}`,
+    `tensorlane bench: ${timed} after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}`,
     "| transport | size | median ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
     "|---|---|---|---|---|---|---|---|---|---|",
   ]

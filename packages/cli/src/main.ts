@@ -3,7 +3,7 @@
  * The tensorlane command.
  *   tensorlane doctor [--json]
  *   tensorlane bench [--transports object-store,gloo] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
- *                    [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
+ *                    [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
  * Errors of the command line print `<_tag>: <message>` and exit with 2.
  */
 import * as fs from "node:fs"
@@ -20,8 +20,9 @@ const USAGE = `usage:
   tensorlane doctor [--json]
       every transport with its state, library versions and locations, the UCX transports NIXL sees
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
-                   [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
-      DESIGN §5: consumer.numel(producer.make(n)) actor to actor, submit to result, medians;
+                   [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
+      DESIGN §5: consumer.numel(producer.make(n)) actor to actor, submit to result, medians of at
+      least --repeats timed runs per cell, more until they add up to --min-time-ms (steady state);
       default transports: object-store and every CPU transport that doctor finds ready`
 
 const count = (name: string, text: string, min: number): number => {
@@ -56,6 +57,7 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
         transports: { type: "string" },
         sizes: { type: "string", default: "4KiB,1MiB,64MiB,256MiB" },
         repeats: { type: "string", default: "21" },
+        "min-time-ms": { type: "string", default: "1000" },
         warmups: { type: "string", default: "2" },
         modules: { type: "string" },
         json: { type: "string" },
@@ -69,6 +71,7 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
     sizes: parseSizes(values.sizes),
     repeats: count("repeats", values.repeats, 1),
     warmups: count("warmups", values.warmups, 0),
+    minTimeMs: count("min-time-ms", values["min-time-ms"], 0),
   }
   const bar = progressBar()
   let result

@@ -1,6 +1,7 @@
-/** Sizes, the progress bar and the chart, without running a benchmark. */
+/** Sizes, the progress bar, the chart and the timed loop, without running a benchmark. */
+import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
 import { describe, expect, it } from "vitest"
-import type { BenchResult } from "../src/Bench.ts"
+import { type BenchResult, timeScenario } from "../src/Bench.ts"
 import { UsageError } from "../src/Errors.ts"
 import { progressBar } from "../src/ProgressBar.ts"
 import { formatSize, parseSize, parseSizes } from "../src/Sizes.ts"
@@ -47,6 +48,7 @@ describe("chart", () => {
     host: { platform: "linux x64", cpus: 2, cpuModel: "test", memoryGiB: 24 },
     repeats: 7,
     warmups: 2,
+    minTimeMs: 0,
     transports: ["a<b"],
     sizes: [4096, 1 << 20],
     limits: [
@@ -66,5 +68,33 @@ describe("chart", () => {
     const [[x1, y1], [x2, y2]] = line[1].split(" ").map((p) => p.split(",").map(Number))
     expect(x2).toBeGreaterThan(x1)
     expect(y2).toBeLessThan(y1) // 0.21 GB/s at 1 MiB is above 0.002 GB/s at 4 KiB
+  })
+})
+
+describe("the timed loop", () => {
+  // TEST DOUBLE of a cluster and its refs: each run takes about 5 ms and counts one element.
+  const cluster = { get: () => new Promise((resolve) => setTimeout(() => resolve(1), 5)) } as unknown as Cluster
+  const ref = { release: () => {} }
+  const scenario = {
+    label: "double",
+    make: () => ref as unknown as ObjectRef<Tensor>,
+    consume: () => ref as unknown as ObjectRef<number>,
+    bytes: 4,
+    repeats: 3,
+    warmups: 2,
+  }
+  const sum = (values: ReadonlyArray<number>) => values.reduce((a, b) => a + b, 0)
+
+  it("times `repeats` runs after the warm-ups", async () => {
+    const runs: Array<number> = []
+    expect(await timeScenario(cluster, scenario, (run) => runs.push(run))).toHaveLength(3)
+    expect(runs).toEqual([1, 2, 3, 4, 5])
+  })
+
+  it("goes on past `repeats` until the timed runs add up to minTimeMs", async () => {
+    const samples = await timeScenario(cluster, { ...scenario, minTimeMs: 60 })
+    expect(samples.length).toBeGreaterThan(3)
+    expect(sum(samples)).toBeGreaterThanOrEqual(60)
+    expect(sum(samples.slice(0, -1))).toBeLessThan(60)
   })
 })
