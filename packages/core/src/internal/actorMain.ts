@@ -215,7 +215,8 @@ class Actor {
     return this.running === 0
   }
 
-  private recycleScheduled = false
+  private recycleTimer: NodeJS.Timeout | undefined
+  private recycleAt = 0
   /** Frees waiting for the transfer agent to let go; their memory is reusable only once they end. */
   private readonly freeing = new Set<Promise<void>>()
 
@@ -224,10 +225,14 @@ class Actor {
    * the next call's path.
    */
   private recycleWhenIdle(afterMs = 0): void {
-    if (this.running > 0 || this.recycleScheduled) return
-    this.recycleScheduled = true
-    setTimeout(() => {
-      this.recycleScheduled = false
+    if (this.running > 0) return
+    const at = performance.now() + afterMs
+    // A sooner request (a call just ended) replaces a later one (a free's wait for the next call).
+    if (this.recycleTimer !== undefined && this.recycleAt <= at) return
+    clearTimeout(this.recycleTimer)
+    this.recycleAt = at
+    this.recycleTimer = setTimeout(() => {
+      this.recycleTimer = undefined
       if (this.running === 0 && this.queue.length === 0) recycleHostMemory(this.runtime.store.takeDroppedHostBytes())
     }, afterMs)
   }
