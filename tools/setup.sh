@@ -41,6 +41,9 @@ bash packages/symmetric-mem/scripts/install-wheel.sh
 # (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.
 npm install --no-audit --no-fund
 NX_DAEMON=false npx nx run-many -t build --outputStyle=static
+# npm links a workspace's bin only when its target exists, and the cli's dist/main.js did not exist at
+# install time: link it now so that `npx tensorlane` works.
+npm rebuild @tensorlane/cli --ignore-scripts
 
 if [[ "${1:-}" == "--demo" ]]; then
   npm run demo
