@@ -2,9 +2,10 @@
 /**
  * tensorlane beside Ray Direct Transport, measured in one run on this machine: the DESIGN §5 scenario
  * (consumer.numel(producer.make(n)), submit to result, medians) on Ray (RDT over Gloo, and Ray's object
- * store) and on tensorlane (gloo, object-store, nixl), then one table.
- *   node tools/bench/ray/compare.mjs [--sizes 4KiB,4MiB,64MiB,256MiB] [--repeats 7] [--warmups 2]
- *     [--no-setup] [--json <file>]
+ * store) and on tensorlane (gloo, object-store, nixl), then one table. tensorlane runs first, Ray after a
+ * pause; both time the same number of runs.
+ *   node tools/bench/ray/compare.mjs [--sizes 4KiB,4MiB,64MiB,256MiB] [--repeats 21] [--warmups 2]
+ *     [--settle-s 60] [--no-setup] [--json <file>]
  * Ray and torch come from PyPI into .tools/ray-venv (setup-venv.sh, about 5.6 GB; never run by CI).
  * Build the repository first (bash tools/setup.sh): tensorlane's side runs packages/cli/dist/main.js.
  */
@@ -19,7 +20,8 @@ import { formatSize, parseSizes } from "@tensorlane/cli"
 const { values } = parseArgs({
   options: {
     sizes: { type: "string", default: "4KiB,4MiB,64MiB,256MiB" },
-    repeats: { type: "string", default: "7" },
+    repeats: { type: "string", default: "21" },
+    "settle-s": { type: "string", default: "60" },
     warmups: { type: "string", default: "2" },
     "no-setup": { type: "boolean", default: false },
     json: { type: "string" },
@@ -35,14 +37,6 @@ const run = (file, args, env = process.env) => execFileSync(file, args, { cwd: r
 
 if (!values["no-setup"]) run("bash", [join(here, "setup-venv.sh")])
 
-process.stderr.write("Ray: RDT over Gloo and the object store...\n")
-const ray = JSON.parse(
-  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups], {
-    ...process.env,
-    RAY_AUTH_MODE: "disabled",
-  }),
-)
-
 process.stderr.write("tensorlane: gloo, object-store, nixl...\n")
 const oursJson = join(scratch, "tensorlane.json")
 run(process.execPath, [
@@ -53,9 +47,24 @@ run(process.execPath, [
   "--sizes", values.sizes,
   "--repeats", values.repeats,
   "--warmups", values.warmups,
+  // Exactly as many timed runs as Ray gets (bench would otherwise time fast cells for at least a second).
+  "--min-time-ms", "0",
   "--json", oursJson,
 ])
 const ours = JSON.parse(fs.readFileSync(oursJson, "utf8"))
+// Memory a finished run gave back makes fresh pages slow on this VM for about a minute (tensorlane's
+// 256 MiB ran 5 to 15 times slower right after Ray's run): the second run waits for it to settle.
+process.stderr.write(`waiting ${values["settle-s"]} s for the machine to settle...\n`)
+await new Promise((resolve) => setTimeout(resolve, Number(values["settle-s"]) * 1000))
+
+process.stderr.write("Ray: RDT over Gloo and the object store...\n")
+const ray = JSON.parse(
+  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups], {
+    ...process.env,
+    RAY_AUTH_MODE: "disabled",
+  }),
+)
+
 fs.rmSync(scratch, { recursive: true, force: true })
 
 const rayMs = (path, bytes) => ray.rows.find((r) => r.path === path && r.bytes === bytes).medianMs
