@@ -3,7 +3,7 @@
  * pointer and the device ordinal; plain data, so that it crosses to the transfer agent's worker
  * with the storage). This is the convention transport-nixl reads too.
  */
-import { DeviceError, type Storage, type Tensor, deviceIndex, isCuda } from "@tensorlane/core"
+import { DeviceError, type Storage, type Tensor, isCuda } from "@tensorlane/core"
 import { TRANSPORT } from "./failures.js"
 
 export interface DeviceMemoryHandle {
@@ -26,5 +26,3 @@ export const deviceAddress = (storage: Storage, what: string): bigint => {
 
 /** Address of a tensor's first byte; it must be contiguous (NCCL moves plain ranges). */
 export const tensorAddress = (t: Tensor, what: string): bigint => deviceAddress(t.storage, what) + BigInt(t.byteOffset)
-
-export const deviceOf = (storage: Storage): number => deviceIndex(storage.device)
