@@ -4,6 +4,7 @@
 #include "Failure.h"
 #include "NcclLibrary.h"
 
+#include <algorithm>
 #include <thread>
 
 namespace tlnccl {
@@ -286,7 +287,7 @@ uintptr_t Communicator::registerWindow(uintptr_t address, size_t bytes, int flag
   wait(what, Clock::now() + timeout, [] { return true; });
   const auto out = reinterpret_cast<uintptr_t>(window);
   std::lock_guard<std::mutex> lock(mutex_);
-  windows_[out] = bytes;
+  windows_.push_back(out);
   return out;
 }
 
@@ -295,13 +296,13 @@ void Communicator::deregisterWindow(uintptr_t handle, std::chrono::milliseconds 
   ensureReady(what.c_str());
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (windows_.count(handle) == 0) throw Failure(FailureCode::Usage, what + ": unknown window");
+    if (std::find(windows_.begin(), windows_.end(), handle) == windows_.end()) throw Failure(FailureCode::Usage, what + ": unknown window");
   }
   NcclLibrary& nccl = NcclLibrary::get();
   accepted(nccl.commWindowDeregister(comm_, reinterpret_cast<ncclWindow_t>(handle)), what);
   wait(what, Clock::now() + timeout, [] { return true; });
   std::lock_guard<std::mutex> lock(mutex_);
-  windows_.erase(handle);
+  windows_.erase(std::find(windows_.begin(), windows_.end(), handle));
 }
 
 void Communicator::abort(const std::string& reason) { breakWith(reason); }
@@ -318,14 +319,17 @@ void Communicator::destroy(std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     try {
       // Windows first and with their own API: NCCL requires them gone before the communicator.
-      std::map<uintptr_t, size_t> windows, registrations;
+      // Deregistration is collective: every rank goes through them in reverse registration order
+      // (their handles' order differs between ranks).
+      std::vector<uintptr_t> windows;
+      std::map<uintptr_t, size_t> registrations;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         windows = windows_;
         registrations = registrations_;
       }
-      for (auto& [window, _] : windows) {
-        accepted(nccl.commWindowDeregister(comm_, reinterpret_cast<ncclWindow_t>(window)), "ncclCommWindowDeregister");
+      for (auto window = windows.rbegin(); window != windows.rend(); ++window) {
+        accepted(nccl.commWindowDeregister(comm_, reinterpret_cast<ncclWindow_t>(*window)), "ncclCommWindowDeregister");
         wait("ncclCommWindowDeregister", deadline, [] { return true; });
       }
       for (auto& [handle, _] : registrations) {

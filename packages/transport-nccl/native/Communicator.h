@@ -106,7 +106,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::map<uintptr_t, size_t> registrations_;
-  std::map<uintptr_t, size_t> windows_;
+  /** In registration order, which is the same on every rank: window calls are collective. */
+  std::vector<uintptr_t> windows_;
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -531,6 +531,23 @@ describe("NCCL memory pools", () => {
     expect(readLog(LOG).map((l) => l.split(" ")[0])).toEqual(["ncclCommWindowDeregister", "ncclCommFinalize", "ncclCommDestroy"])
   })
 
+  it("destroying a group deregisters the windows left on every rank in reverse registration order, whatever their handles", async () => {
+    const ranks = await createPair("teardown")
+    const pools = ranks.map(() => createNcclMemPool({ segmentBytes: 4096 }))
+    for (const pool of pools) {
+      pool.allocate(10)
+      pool.allocate(8192)
+    }
+    await Promise.all(pools.map((pool, rank) => registerMemPool(pool, ranks[rank], { symmetric: true })))
+    fs.rmSync(LOG, { force: true })
+    // The double complements rank 1's window handles, so their order is the reverse of rank 0's: a
+    // teardown in handle order would make the ranks' collective calls differ, which the double fails.
+    await Promise.all(ranks.map((member) => nccl.destroyGroup!(member.name)))
+    for (const rank of [0, 1]) {
+      expect(calls("ncclCommWindowDeregister", rank).map((l) => field(l, "size"))).toEqual(["8192", "4096"])
+    }
+  })
+
   it("registrations end with their group: the pool can be destroyed, or registered with the group created again", async () => {
     let [solo] = await createPair("renew", 1)
     const pool = createNcclMemPool({ segmentBytes: 4096, symmetric: false })

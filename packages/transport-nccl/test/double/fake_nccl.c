@@ -6,9 +6,13 @@
  * With FAKE_NCCL_COLLECTIVE=1, window registration and deregistration are collective, as in NCCL:
  * a communicator's call completes (ncclCommGetAsyncError stops reporting ncclInProgress) only once
  * every rank of the communicator made its call of the same turn; a rank that fails its call never
- * arrives, and the others wait. Ranks may live in several processes: each arrival appends a byte to
- * a file named by the unique id and the turn, under $TMPDIR/tensorlane-fake-nccl-turns (unique ids
- * name the process and the time). Without it, each rank's window call completes alone.
+ * arrives, and the others wait. Ranks may live in several processes: each arrival appends a record
+ * (the call and the window's size) to a file named by the unique id and the turn, under
+ * $TMPDIR/tensorlane-fake-nccl-turns (unique ids name the process and the time). Ranks whose calls
+ * of one turn differ fail it (ncclCommGetAsyncError reports ncclInvalidUsage), where NCCL would
+ * hang or corrupt: collective calls must come in the same order everywhere. Window handles are
+ * opaque, and odd ranks' are complemented so that their order differs between ranks, as NCCL's may.
+ * Without it, each rank's window call completes alone.
  *
  * Failure injection (read at each call, so tests can change it between calls):
  *   FAKE_NCCL_FAIL=<function>:<rank>:<after>   the call of <function> on <rank> (-1: any rank)
@@ -50,6 +54,7 @@ struct ncclComm {
   int serial;
   int collectives; /* window calls this rank made so far */
   int waiting;     /* turn of the collective this rank waits for the others in, or 0 */
+  int mismatched;  /* the ranks' calls of a turn differed */
   int pending; /* ncclCommGetAsyncError reports ncclInProgress this many more times */
   int hung;
   int aborted;
@@ -108,15 +113,35 @@ static void turnPath(const struct ncclComm* comm, int turn, char* path, size_t s
   snprintf(path, size, "%s/%s-%d", dir, comm->id, turn);
 }
 
-static void arrive(struct ncclComm* comm) {
+enum { TURN_RECORD = 64 };
+
+static void arrive(struct ncclComm* comm, const char* call, size_t size) {
   const char* collective = getenv("FAKE_NCCL_COLLECTIVE");
   if (collective == NULL || strcmp(collective, "1") != 0) return;
   char path[768];
+  char entry[TURN_RECORD] = {0};
+  snprintf(entry, sizeof(entry), "%s size=%zu", call, size);
   comm->waiting = ++comm->collectives;
   turnPath(comm, comm->waiting, path, sizeof(path));
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
-  if (fd < 0 || write(fd, "x", 1) != 1) abort();
+  if (fd < 0 || write(fd, entry, sizeof(entry)) != sizeof(entry)) abort();
   close(fd);
+}
+
+/* Compares the records of a complete turn; a difference fails this rank's call. */
+static void checkTurn(struct ncclComm* comm, const char* path) {
+  char first[TURN_RECORD], other[TURN_RECORD];
+  FILE* f = fopen(path, "r");
+  if (f == NULL || fread(first, 1, sizeof(first), f) != sizeof(first)) abort();
+  for (int i = 1; i < comm->nranks; i++) {
+    if (fread(other, 1, sizeof(other), f) != sizeof(other)) abort();
+    if (memcmp(first, other, sizeof(first)) != 0) {
+      comm->mismatched = 1;
+      snprintf(lastError, sizeof(lastError), "collective window calls of turn %d differ across ranks (%s, %s): injected by the test double",
+               comm->waiting, first, other);
+    }
+  }
+  fclose(f);
 }
 
 /* 1 while this rank waits in a collective call for the other ranks. */
@@ -125,7 +150,8 @@ static int waitingForPeers(struct ncclComm* comm) {
   char path[768];
   struct stat st;
   turnPath(comm, comm->waiting, path, sizeof(path));
-  if (stat(path, &st) != 0 || st.st_size < comm->nranks) return 1;
+  if (stat(path, &st) != 0 || st.st_size < (off_t)comm->nranks * TURN_RECORD) return 1;
+  checkTurn(comm, path);
   comm->waiting = 0;
   return 0;
 }
@@ -198,7 +224,7 @@ int ncclCommGetAsyncError(struct ncclComm* comm, int* state) {
     *state = ncclInProgress;
     return ncclSuccess;
   }
-  *state = waitingForPeers(comm) ? ncclInProgress : ncclSuccess;
+  *state = waitingForPeers(comm) ? ncclInProgress : comm->mismatched ? ncclInvalidUsage : ncclSuccess;
   return ncclSuccess;
 }
 
@@ -279,21 +305,29 @@ int ncclCommDeregister(struct ncclComm* comm, void* handle) {
   return ncclSuccess;
 }
 
+/* A window's handle from its allocation and back (its own inverse): odd ranks complement it. */
+static void* windowHandle(const struct ncclComm* comm, void* p) {
+  return comm->rank % 2 == 0 ? p : (void*)~(uintptr_t)p;
+}
+
 int ncclCommWindowRegister(struct ncclComm* comm, void* buff, size_t size, void** window, int flags) {
   if (injected("ncclCommWindowRegister", comm->rank)) {
     record("ncclCommWindowRegister rank=%d ptr=%p size=%zu failed", comm->rank, buff, size);
     return ncclSystemError;
   }
-  *window = malloc(1);
+  size_t* bytes = malloc(sizeof(size_t));
+  *bytes = size;
+  *window = windowHandle(comm, bytes);
   record("ncclCommWindowRegister rank=%d ptr=%p size=%zu window=%p flags=%d", comm->rank, buff, size, *window, flags);
-  arrive(comm);
+  arrive(comm, "ncclCommWindowRegister", size);
   return ncclSuccess;
 }
 
 int ncclCommWindowDeregister(struct ncclComm* comm, void* window) {
-  record("ncclCommWindowDeregister rank=%d window=%p", comm->rank, window);
-  free(window);
-  arrive(comm);
+  size_t* bytes = windowHandle(comm, window);
+  record("ncclCommWindowDeregister rank=%d window=%p size=%zu", comm->rank, window, *bytes);
+  arrive(comm, "ncclCommWindowDeregister", *bytes);
+  free(bytes);
   return ncclSuccess;
 }
 
