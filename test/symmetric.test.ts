@@ -144,6 +144,25 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     }
   })
 
+  it("skipSymmetricCheck on some ranks only fails every rank in the same round, allocates nothing, and the next call lines up", async () => {
+    // A limit, so that a rank left waiting in a gather shows as a TimeoutError instead of a hang.
+    const options = { group: "sym", timeoutMs: 5_000 }
+    const mixed = await failuresOnAll((w, rank) => w.alloc("mixed", [4], "float32", { ...options, ...(rank === 0 ? { skipSymmetricCheck: true } : {}) }))
+    for (const e of mixed) {
+      expect(e).toBeInstanceOf(SymmetricMismatchError)
+      expect(e).toMatchObject({ _tag: "SymmetricMismatchError", what: "options", group: "sym" })
+      expect(e.message).toContain("skipSymmetricCheck differs across ranks: rank 0 true, rank 1 false, rank 2 false")
+    }
+    expect(shmEntries()).toEqual([])
+    // Nothing was allocated on any rank (their heaps are alike), so a consistent call works, with or without the check.
+    for (const skipSymmetricCheck of [false, true]) {
+      expect(await onAll((w) => w.alloc("after", [4], "float32", { ...options, skipSymmetricCheck }))).toEqual(
+        Array.from({ length: 3 }, () => ({ shape: [4], nbytes: 16, storageBytes: 16, symmetric: true })),
+      )
+      expect(await onAll((w) => w.free(["after"], { timeoutMs: 5_000 }))).toEqual([[false], [false], [false]])
+    }
+  })
+
   it("free order is checked: ranks that free different allocations all fail, and nothing is freed", async () => {
     await onAll((w) => w.alloc("p", [8], "float32", { group: "sym" }))
     await onAll((w) => w.alloc("q", [8], "float32", { group: "sym" }))

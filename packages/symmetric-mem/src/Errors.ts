@@ -9,8 +9,8 @@ import { Schema } from "effect"
 /**
  * The ranks of a collective symmetric call disagree; raised on every rank. `what`: "size" (sizes
  * differ without makeSymmetric), "order" (the ranks are at different calls, or free other
- * allocations), "heap" (their heaps are not the same one), "options" (makeSymmetric differs),
- * "peer" (another rank refused the call).
+ * allocations), "heap" (their heaps are not the same one), "options" (makeSymmetric or
+ * skipSymmetricCheck differs), "peer" (another rank refused the call).
  */
 export class SymmetricMismatchError extends Schema.TaggedError<SymmetricMismatchError>()("SymmetricMismatchError", {
   message: Schema.String,

@@ -21,7 +21,7 @@ export interface AllocateSymmetricOptions {
   readonly dtype?: DType
   /** Allow different sizes per rank: every rank gets a buffer of the largest size, and a tensor of its own shape. */
   readonly makeSymmetric?: boolean
-  /** Skip the gather (the caller guarantees equal sizes on every rank); peerTensor then assumes every rank's shape is this one. */
+  /** Skip the size check (the caller guarantees equal sizes on every rank); peerTensor then assumes every rank's shape is this one. */
   readonly skipSymmetricCheck?: boolean
   /** Default: the group's backend when it is "shm". */
   readonly backend?: BackendName
@@ -78,7 +78,8 @@ const byteLengthOf = (shape: ReadonlyArray<number>, dtype: DType): number => num
 
 /**
  * A tensor of `shape` on the group's symmetric heap; every member of the group calls it, in the
- * same order. Without makeSymmetric, different sizes fail on every rank (SymmetricMismatchError).
+ * same order. Without makeSymmetric, different sizes fail on every rank (SymmetricMismatchError), as
+ * do different makeSymmetric or skipSymmetricCheck options.
  */
 export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOptions: DType | AllocateSymmetricOptions, maybeOptions?: AllocateSymmetricOptions): Promise<Tensor> => {
   const options = typeof dtypeOrOptions === "string" ? { ...maybeOptions, dtype: dtypeOrOptions } : dtypeOrOptions
@@ -101,35 +102,32 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
   } catch (error) {
     refusal = error
   }
-  let shapes: ReadonlyArray<ReadonlyArray<number>>
-  let size: number
-  const gather = gatherOf(member, options.timeoutMs)
-  if (options.skipSymmetricCheck === true) {
-    if (refusal !== undefined) throw refusal
-    shapes = Array.from({ length: member.worldSize }, () => shape)
-    size = bytes
-  } else {
-    const mine: Statement = {
-      op: "allocate",
-      seq,
-      heap,
-      digest: backend.digest(member),
-      bytes,
-      shape: refusal === undefined ? [...shape] : [],
-      dtype,
-      makeSymmetric,
-      ...(refusal === undefined ? {} : { error: message(refusal) }),
-    }
-    let all: ReadonlyArray<Statement>
-    try {
-      all = await agree(member.name, member.rank, mine, gather)
-    } catch (error) {
-      throw refusal ?? error
-    }
-    const allocations = all as ReadonlyArray<Extract<Statement, { op: "allocate" }>>
-    shapes = allocations.map((s) => s.shape)
-    size = Math.max(...allocations.map((s) => s.bytes))
+  const skipSymmetricCheck = options.skipSymmetricCheck === true
+  // skipSymmetricCheck skips the size check, not the gather: a rank that skipped the gather would
+  // meet the others' statements in its backend's gather, so the ranks would desynchronise.
+  const mine: Statement = {
+    op: "allocate",
+    seq,
+    heap,
+    digest: backend.digest(member),
+    bytes,
+    shape: refusal === undefined ? [...shape] : [],
+    dtype,
+    makeSymmetric,
+    skipSymmetricCheck,
+    ...(refusal === undefined ? {} : { error: message(refusal) }),
   }
+  const gather = gatherOf(member, options.timeoutMs)
+  let all: ReadonlyArray<Statement>
+  try {
+    all = await agree(member.name, member.rank, mine, gather)
+  } catch (error) {
+    throw refusal ?? error
+  }
+  const allocations = all as ReadonlyArray<Extract<Statement, { op: "allocate" }>>
+  // Unchecked, the caller vouches for equal sizes: this rank's shape stands for every rank's.
+  const shapes = skipSymmetricCheck ? allocations.map(() => shape) : allocations.map((s) => s.shape)
+  const size = skipSymmetricCheck ? bytes : Math.max(...allocations.map((s) => s.bytes))
   const block = await backend.allocate(member, size, gather, { device: options.device, timeoutMs: options.timeoutMs })
   const allocation: Allocation = {
     id: seq,

@@ -17,6 +17,8 @@ export type Statement =
       readonly shape: ReadonlyArray<number>
       readonly dtype: string
       readonly makeSymmetric: boolean
+      /** The round's kind: a rank that skips the size check still states it, so that a mix fails here. */
+      readonly skipSymmetricCheck: boolean
       readonly error?: string
     }
   | { readonly op: "free"; readonly seq: number; readonly heap: string; readonly ids: ReadonlyArray<number>; readonly error?: string }
@@ -53,10 +55,12 @@ export const agree = async (group: string, rank: number, mine: Statement, gather
   if (all.some((s) => s.heap !== mine.heap)) fail("heap", "the ranks do not share one heap (was the group re-created on some ranks only?)")
   if (mine.op === "allocate") {
     const allocations = all as ReadonlyArray<Extract<Statement, { op: "allocate" }>>
-    if (allocations.some((s) => s.makeSymmetric !== mine.makeSymmetric)) fail("options", "makeSymmetric differs between ranks")
+    for (const option of ["makeSymmetric", "skipSymmetricCheck"] as const) {
+      if (allocations.some((s) => s[option] !== mine[option])) fail("options", `${option} differs across ranks: ${allocations.map((s, r) => `rank ${r} ${s[option]}`).join(", ")}`)
+    }
     if (allocations.some((s) => s.digest !== mine.digest)) fail("order", "the ranks' heaps are in different states (earlier allocations or frees differ)")
     const sizes = allocations.map((s) => s.bytes)
-    if (!mine.makeSymmetric && sizes.some((n) => n !== sizes[0])) {
+    if (!mine.makeSymmetric && !mine.skipSymmetricCheck && sizes.some((n) => n !== sizes[0])) {
       fail(
         "size",
         `the ranks ask for different sizes (${allocations.map((s, r) => `rank ${r}: ${s.dtype} [${s.shape.join(", ")}] = ${s.bytes} bytes`).join("; ")}); pass makeSymmetric: true to give every rank a buffer of the largest size`,
