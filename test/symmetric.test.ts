@@ -161,6 +161,10 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
       )
       expect(await onAll((w) => w.free(["after"], { timeoutMs: 5_000 }))).toEqual([[false], [false], [false]])
     }
+    // Sizes are gathered anyway, so unequal ones are refused even when every rank skips the check.
+    const unequal = await failuresOnAll((w, rank) => w.alloc("unequal", [rank + 1], "float32", { ...options, skipSymmetricCheck: true }))
+    for (const e of unequal) expect(e).toMatchObject({ _tag: "SymmetricMismatchError", what: "size" })
+    expect(shmEntries()).toEqual([])
   })
 
   it("free order is checked: ranks that free different allocations all fail, and nothing is freed", async () => {

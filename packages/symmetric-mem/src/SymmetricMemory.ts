@@ -21,7 +21,7 @@ export interface AllocateSymmetricOptions {
   readonly dtype?: DType
   /** Allow different sizes per rank: every rank gets a buffer of the largest size, and a tensor of its own shape. */
   readonly makeSymmetric?: boolean
-  /** Skip the size check (the caller guarantees equal sizes on every rank); peerTensor then assumes every rank's shape is this one. */
+  /** nvmath-python's option: peerTensor then assumes every rank's shape is this one. Sizes are still compared (the ranks gather anyway). */
   readonly skipSymmetricCheck?: boolean
   /** Default: the group's backend when it is "shm". */
   readonly backend?: BackendName
@@ -103,8 +103,9 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
     refusal = error
   }
   const skipSymmetricCheck = options.skipSymmetricCheck === true
-  // skipSymmetricCheck skips the size check, not the gather: a rank that skipped the gather would
-  // meet the others' statements in its backend's gather, so the ranks would desynchronise.
+  // Every rank states its size even with skipSymmetricCheck: a rank that skipped the gather would
+  // meet the others' statements in its backend's own gather, and once gathered, unequal sizes are
+  // refused rather than left to break the heap.
   const mine: Statement = {
     op: "allocate",
     seq,
@@ -127,7 +128,7 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
   const allocations = all as ReadonlyArray<Extract<Statement, { op: "allocate" }>>
   // Unchecked, the caller vouches for equal sizes: this rank's shape stands for every rank's.
   const shapes = skipSymmetricCheck ? allocations.map(() => shape) : allocations.map((s) => s.shape)
-  const size = skipSymmetricCheck ? bytes : Math.max(...allocations.map((s) => s.bytes))
+  const size = Math.max(...allocations.map((s) => s.bytes))
   const block = await backend.allocate(member, size, gather, { device: options.device, timeoutMs: options.timeoutMs })
   const allocation: Allocation = {
     id: seq,

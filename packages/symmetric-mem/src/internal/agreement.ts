@@ -60,7 +60,7 @@ export const agree = async (group: string, rank: number, mine: Statement, gather
     }
     if (allocations.some((s) => s.digest !== mine.digest)) fail("order", "the ranks' heaps are in different states (earlier allocations or frees differ)")
     const sizes = allocations.map((s) => s.bytes)
-    if (!mine.makeSymmetric && !mine.skipSymmetricCheck && sizes.some((n) => n !== sizes[0])) {
+    if (!mine.makeSymmetric && sizes.some((n) => n !== sizes[0])) {
       fail(
         "size",
         `the ranks ask for different sizes (${allocations.map((s, r) => `rank ${r}: ${s.dtype} [${s.shape.join(", ")}] = ${s.bytes} bytes`).join("; ")}); pass makeSymmetric: true to give every rank a buffer of the largest size`,
