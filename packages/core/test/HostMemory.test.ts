@@ -1,7 +1,8 @@
 /**
  * The default host allocator's recycling of large storages (Allocator.ts, HostMemoryCache): fresh
- * memory while fewer than two blocks of a size are out, a collection on a miss beyond that, and idle
- * collections that leave dropped memory waiting, warm, for the next allocation. Recycled memory is
+ * memory while fewer than a size's allowance of blocks (two at first) are out, a collection on a miss
+ * beyond that, and idle collections, once a size has its allowance out and none idle, that leave the
+ * dropped memory waiting, warm, for the next allocations and raise the allowance. Recycled memory is
  * recognised by a marker byte (fresh memory is zero).
  */
 import { setFlagsFromString } from "node:v8"
@@ -36,13 +37,13 @@ afterAll(() => {
 })
 
 /** Allocates, marks and drops a storage; a WeakRef created in this job keeps it alive until the job ends. */
-const allocateAndDrop = (marker: number): void => {
-  cpuAllocator.allocate(BYTES).bytes[0] = marker
+const allocateAndDrop = (marker: number, bytes = BYTES): void => {
+  cpuAllocator.allocate(bytes).bytes[0] = marker
 }
 
 /** The first byte of a new storage, which then stays reachable only through the returned value. */
-const firstByteOfNew = (): { first: number; keep: Uint8Array } => {
-  const bytes = cpuAllocator.allocate(BYTES).bytes
+const firstByteOfNew = (byteLength = BYTES): { first: number; keep: Uint8Array } => {
+  const bytes = cpuAllocator.allocate(byteLength).bytes
   return { first: bytes[0], keep: bytes }
 }
 
@@ -66,16 +67,24 @@ describe("host memory recycling", () => {
     expect([7, 9]).toContain(third.first)
   })
 
-  it("an idle collection after dropped memory leaves it waiting for the next allocation", async () => {
-    allocateAndDrop(11)
-    allocateAndDrop(12)
+  it("an idle collection waits until a size has its allowance out and none idle, recycles them all, and raises the allowance", async () => {
+    // A size of its own, so that the previous test's blocks play no part.
+    const bytes = 6 << 20
+    allocateAndDrop(11, bytes)
     await nextJob()
     const before = collections
     recycleHostMemory(PLENTY)
+    expect(collections).toBe(before)
+    allocateAndDrop(12, bytes)
+    await nextJob()
+    recycleHostMemory(PLENTY)
     expect(collections).toBe(before + 1)
-    const next = firstByteOfNew()
+    // Both dropped blocks are warm for the next allocations, with no collection.
+    expect([firstByteOfNew(bytes).first, firstByteOfNew(bytes).first].sort()).toEqual([11, 12])
+    await nextJob()
+    // Two blocks out again, but the allowance is three now: fresh memory, no collection.
+    expect(firstByteOfNew(bytes).first).toBe(0)
     expect(collections).toBe(before + 1)
-    expect([11, 12]).toContain(next.first)
   })
 
   it("an idle collection runs only for at least 1 MiB dropped", () => {
@@ -86,6 +95,9 @@ describe("host memory recycling", () => {
 
   it("one slow collection rules out collections for a second only", async () => {
     const dropped = 64 << 20
+    // Eight blocks of a size held (the most a size may have out) and none idle: every idle
+    // collection is due, if it pays.
+    const held = Array.from({ length: 8 }, () => cpuAllocator.allocate(7 << 20))
     slowCollectionMs = 80
     recycleHostMemory(PLENTY)
     slowCollectionMs = 0
@@ -96,5 +108,7 @@ describe("host memory recycling", () => {
     await new Promise((r) => setTimeout(r, 1100))
     recycleHostMemory(dropped)
     expect(collections).toBe(before + 1)
+    // Reachable until here, so that no collection recycles them.
+    expect(held).toHaveLength(8)
   })
 })
