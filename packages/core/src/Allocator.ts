@@ -146,8 +146,9 @@ const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () => void
  * for one, so a miss takes fresh memory while fewer than a size's allowance of blocks are out; an idle
  * collection runs once a size has its allowance out and none idle, recycles all but the one still
  * held, and raises that size's allowance by one (from 2 up to `mostBlocksOut`): a long loop of 64 MiB
- * results ends up collecting once every seven calls instead of after each (gloo 64 MiB in the
- * benchmark: 44 -> 33 ms median), while a short one pays for few fresh blocks. Beyond its allowance,
+ * results ends up collecting once every seven calls instead of after each (`tensorlane bench`, 64 MiB,
+ * alternate runs: gloo 47-55 -> 33-35 ms median, object-store 46-76 -> 41-53, nixl 43-47 -> 30-37),
+ * while a short one pays for few fresh blocks. Beyond its allowance,
  * a miss collects on the spot, which bounds the memory to what the program really holds.
  */
 class HostMemoryCache {
