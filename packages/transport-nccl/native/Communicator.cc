@@ -302,7 +302,9 @@ void Communicator::deregisterWindow(uintptr_t handle, std::chrono::milliseconds 
   accepted(nccl.commWindowDeregister(comm_, reinterpret_cast<ncclWindow_t>(handle)), what);
   wait(what, Clock::now() + timeout, [] { return true; });
   std::lock_guard<std::mutex> lock(mutex_);
-  windows_.erase(std::find(windows_.begin(), windows_.end(), handle));
+  // Looked up again: the lock was let go while NCCL deregistered, and a teardown may have cleared the list.
+  const auto window = std::find(windows_.begin(), windows_.end(), handle);
+  if (window != windows_.end()) windows_.erase(window);
 }
 
 void Communicator::abort(const std::string& reason) { breakWith(reason); }
