@@ -126,7 +126,7 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
     throw refusal ?? error
   }
   const allocations = all as ReadonlyArray<Extract<Statement, { op: "allocate" }>>
-  // Unchecked, the caller vouches for equal sizes: this rank's shape stands for every rank's.
+  // nvmath's skipSymmetricCheck: this rank's shape stands for every rank's (peerTensor's views).
   const shapes = skipSymmetricCheck ? allocations.map(() => shape) : allocations.map((s) => s.shape)
   const size = Math.max(...allocations.map((s) => s.bytes))
   const block = await backend.allocate(member, size, gather, { device: options.device, timeoutMs: options.timeoutMs })

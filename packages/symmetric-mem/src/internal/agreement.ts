@@ -17,7 +17,7 @@ export type Statement =
       readonly shape: ReadonlyArray<number>
       readonly dtype: string
       readonly makeSymmetric: boolean
-      /** The round's kind: a rank that skips the size check still states it, so that a mix fails here. */
+      /** Stated like makeSymmetric, so that ranks that differ in it fail here instead of desynchronising. */
       readonly skipSymmetricCheck: boolean
       readonly error?: string
     }
