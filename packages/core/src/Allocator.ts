@@ -148,8 +148,8 @@ const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () => void
  * held, and raises that size's allowance by one (from 2 up to `mostBlocksOut`): a long loop of 64 MiB
  * results ends up collecting once every seven calls instead of after each (`tensorlane bench`, 64 MiB,
  * alternate runs: gloo 47-55 -> 33-35 ms median, object-store 46-76 -> 41-53, nixl 43-47 -> 30-37),
- * while a short one pays for few fresh blocks. Beyond its allowance,
- * a miss collects on the spot, which bounds the memory to what the program really holds.
+ * while a short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot,
+ * which bounds the memory to what the program really holds.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
@@ -171,8 +171,9 @@ class HostMemoryCache {
   collectIdle(droppedBytes: number): void {
     this.droppedBytes += droppedBytes
     const gc = forceGc()
+    if (gc === undefined) return
     const short = this.sizesRunningOut()
-    if (gc === undefined || short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
+    if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
     this.runCollection(gc)
     for (const byteLength of short) this.allowance.set(byteLength, Math.min(mostBlocksOut(byteLength, this.capacity), this.blocksOut(byteLength) + 1))
     // The registry's callbacks run later, as a task: what just died is made idle now.
