@@ -5,21 +5,22 @@
  * memory or in the unloaded addon. Both used to kill the process without a word (SIGSEGV or
  * SIGABRT, Node's SIGSEGV handler re-raising it with no message).
  */
-import { spawn } from "node:child_process"
+import { fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 
 const PEERS = fileURLToPath(new URL("./fixtures/readPeers.mjs", import.meta.url))
 
 const run = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
-  new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [PEERS, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
+  new Promise<{ code: number | null; signal: NodeJS.Signals | null; result: unknown; output: string }>((resolve, reject) => {
+    const child = fork(PEERS, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe", "ipc"] })
+    let output = ""
+    let result: unknown
+    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    child.on("message", (message) => (result = message))
     child.on("error", reject)
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+    child.on("close", (code, signal) => resolve({ code, signal, result, output }))
   })
 
 describe("READ threads", () => {
@@ -27,13 +28,11 @@ describe("READ threads", () => {
     // glibc then fills freed blocks with 0xa5 at once (no per-thread cache delays it): a thread that
     // still reads its job after the JS thread deleted it crashes on every such read instead of rarely.
     const result = await run(["consumer", "300"], { GLIBC_TUNABLES: "glibc.malloc.tcache_count=0", MALLOC_PERTURB_: "165" })
-    expect({ code: result.code, signal: result.signal, stderr: result.stderr }).toMatchObject({ code: 0, signal: null })
-    expect(JSON.parse(result.stdout)).toEqual({ reads: 1200, wrong: 0 })
+    expect(result).toMatchObject({ code: 0, signal: null, result: { reads: 1200, wrong: 0 } })
   }, 60_000)
 
   it("a worker terminated in the middle of a READ: the process survives it", async () => {
     const result = await run(["teardown"])
-    expect({ code: result.code, signal: result.signal, stderr: result.stderr }).toMatchObject({ code: 0, signal: null })
-    expect(JSON.parse(result.stdout)).toEqual({ terminated: true })
+    expect(result).toMatchObject({ code: 0, signal: null, result: { terminated: true } })
   }, 60_000)
 })
