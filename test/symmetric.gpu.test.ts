@@ -2,8 +2,8 @@
  * The nvshmem backend on a GPU: actors of one group bootstrap NVSHMEM over the group's gather,
  * allocate on the symmetric heap with makeSymmetric (seed 002's shapes), see each other's copies
  * through nvshmem_ptr, and free collectively. Needs one NVIDIA GPU per actor (NVSHMEM maps one PE
- * to one GPU; both actors use cuda:0 when only one is visible, which NVSHMEM accepts only in its
- * multi-process-per-GPU mode); skipped on machines without /dev/nvidia0. The nccl-window backend
+ * to one GPU: with two GPUs each actor sees its own as cuda:0; with one, both actors use it, which
+ * NVSHMEM accepts only in its multi-process-per-GPU mode); skipped on machines without /dev/nvidia0. The nccl-window backend
  * on two GPUs (one per actor): windows on an nccl group's communicator and on a heap's own
  * communicator of an shm group. The paths without a GPU run in symmetric.test.ts and
  * symmetricNccl.test.ts.
@@ -24,7 +24,11 @@ describe.skipIf(!hasGpu)("nvshmem on a GPU", () => {
 
   beforeAll(async () => {
     cluster = await start({ transports: ["@tensorlane/symmetric-mem"] })
-    workers = await cluster.spawn(SymWorker, { count: 2, env: { NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME: "lo" } })
+    workers = await Promise.all(
+      ["0", hasTwoGpus ? "1" : "0"].map(
+        async (gpu) => (await cluster.spawn(SymWorker, { env: { CUDA_VISIBLE_DEVICES: gpu, NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME: "lo" } }))[0],
+      ),
+    )
     await cluster.createCollectiveGroup(workers, { backend: "shm", name: "gpu" })
   }, 120_000)
 
@@ -41,6 +45,13 @@ describe.skipIf(!hasGpu)("nvshmem on a GPU", () => {
     expect(peer).toMatchObject({ shape: [2, 3] })
     const freed = await Promise.all(workers.map((w) => take(w.free(["t"]))))
     for (const f of freed) expect(f).toEqual([false])
+  })
+
+  it("NVSHMEM stays on the device it was initialized on: an allocation on another fails with DeviceError on every rank", async () => {
+    const failed = await Promise.all(
+      workers.map((w) => take(w.alloc("u", [4], "float32", { group: "gpu", backend: "nvshmem", device: "cuda:1" })).then(() => undefined, (e: Error) => e)),
+    )
+    for (const e of failed) expect(e).toMatchObject({ _tag: "DeviceError", message: expect.stringContaining("initialized on cuda:0") })
   })
 })
 

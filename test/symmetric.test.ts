@@ -7,12 +7,16 @@
  * actors reach the driver as their own classes (the packages register them with core).
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
+import { join } from "node:path"
 import {
   type ActorHandle,
   ActorDiedError,
   type Cluster,
   type CollectiveGroup,
+  type Device,
   DTypeError,
+  DeviceError,
   type GetOptions,
   MissingGroupError,
   type ObjectRef,
@@ -26,6 +30,7 @@ import {
 } from "@tensorlane/core"
 import { SymmetricBackendError, SymmetricFreeError, SymmetricMismatchError } from "@tensorlane/symmetric-mem"
 import { NoCudaDeviceError } from "@tensorlane/transport-nccl"
+import { buildFakeCudaDriver, fakeCudaCalls } from "../packages/symmetric-mem/test/doubles/build.ts"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { SymWorker } from "./fixtures/symmetricActors.mjs"
 import { eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
@@ -290,11 +295,43 @@ describe("GPU backends, as far as a machine without a GPU goes", () => {
       expect(e).toBeInstanceOf(SymmetricBackendError)
       expect(e).toMatchObject({ reason: "not-initialized", message: expect.stringContaining("nvshmemx_hostlib_init_attr returned") })
       expect(e.message).toContain("rank 2")
+      // No driver here to make cuda:0 current with (the default device); NVSHMEM's init was still tried.
+      expect(e.message).toContain("(no device made current: libcuda.so.1")
     }
     // Remembered: refused at once, on every rank, without another bootstrap.
     const again = await failuresOnAll((w) => w.alloc("g", [16], "float32", { group: "sym", backend: "nvshmem" }))
     for (const e of again) expect(e).toMatchObject({ _tag: "SymmetricBackendError", reason: "not-initialized" })
     expect(await onAll((w) => w.pid())).toHaveLength(3)
+  })
+
+  it("nvshmem makes the device asked for current on every rank before its init (a TEST DOUBLE of libcuda.so.1); a device the driver lacks fails every rank with DeviceError and leaves the init for later", async () => {
+    const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-fake-cuda-"))
+    const log = join(dir, "calls.log")
+    const env = { NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME: "lo", TENSORLANE_CUDA_DRIVER_LIBRARY: buildFakeCudaDriver(dir), FAKE_CUDA_LOG: log, FAKE_CUDA_DEVICES: "2" }
+    // A cluster of its own: NVSHMEM's failed init stays with these processes.
+    await using gpuCluster = await start({ transports: [SYMMETRIC] })
+    const ranks = await gpuCluster.spawn(SymWorker, { count: 2, env })
+    await gpuCluster.createCollectiveGroup(ranks, { backend: "shm", name: "nv" })
+    const failures = (device: Device) =>
+      Promise.all(ranks.map((w) => gpuCluster.get(w.alloc("d", [4], "float32", { group: "nv", backend: "nvshmem", device })).then(() => undefined, (e: Error) => e)))
+    for (const e of await failures("cuda:5")) {
+      expect(e).toBeInstanceOf(DeviceError)
+      expect(e?.message).toContain("rank 0: cuda:5: the driver sees 2 device(s), so there is no cuda:5; rank 1: cuda:5: the driver sees 2 device(s)")
+    }
+    // Not remembered: with a device the driver has, the ranks bootstrap, and NVSHMEM's own init fails (no GPU).
+    for (const e of await failures("cuda:1")) expect(e).toMatchObject({ _tag: "SymmetricBackendError", reason: "not-initialized" })
+    for (const pid of await Promise.all(ranks.map((w) => gpuCluster.get(w.pid())))) {
+      expect(fakeCudaCalls(log).filter(([p]) => p === pid).map(([, call]) => call)).toEqual([
+        "cuInit 0",
+        "cuDeviceGetCount 2",
+        "cuInit 0",
+        "cuDeviceGetCount 2",
+        "cuDeviceGet 1",
+        "cuDevicePrimaryCtxRetain 1",
+        "cuCtxSetCurrent 2",
+      ])
+    }
+    fs.rmSync(dir, { recursive: true, force: true })
   })
 
   it("nccl-window with the real NCCL wheel: ncclMemAlloc fails with NoCudaDeviceError on every rank, before any collective NCCL call", async () => {

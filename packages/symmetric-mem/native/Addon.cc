@@ -1,7 +1,9 @@
 // Entry point of the tensorlane symmetric-memory addon: thin bindings over the process-wide
-// SegmentTable (see SegmentTable.h for why every thread shares it) and the NVSHMEM host library.
+// SegmentTable (see SegmentTable.h for why every thread shares it), the NVSHMEM host library and
+// the CUDA driver's device selection.
 #include "Arguments.h"
 #include "CopyJob.h"
+#include "CudaDriver.h"
 #include "ExportTable.h"
 #include "Failure.h"
 #include "NvshmemLibrary.h"
@@ -207,6 +209,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("releaseExport", Napi::Function::New(env, ReleaseExport));
   exports.Set("exportsOver", Napi::Function::New(env, ExportsOver));
   registerNvshmem(env, exports);
+  registerCudaDriver(env, exports);
   return exports;
 }
 

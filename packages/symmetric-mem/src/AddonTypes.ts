@@ -56,4 +56,10 @@ export interface SymmetricAddon {
   nvshmemFree(pointer: bigint): void
   nvshmemPeer(pointer: bigint, pe: number): bigint
   nvshmemPes(): { readonly myPe: number; readonly nPes: number }
+
+  /**
+   * Makes the device's primary context current on this thread through the CUDA driver at `path`
+   * (cudaSetDevice's effect), for NVSHMEM's init; `reason` says why not when it could not.
+   */
+  cudaMakeCurrent(path: string, ordinal: number): { readonly selected: boolean; readonly deviceCount: number; readonly reason?: string }
 }

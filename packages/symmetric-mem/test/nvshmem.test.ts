@@ -7,9 +7,12 @@
  * runs between actors in test/symmetric.test.ts; allocations on a GPU in nvshmem.gpu.test.ts.
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { nvshmemCandidates, nvshmemStatus } from "../src/index.ts"
 import { loadAddon } from "../src/internal/loadAddon.ts"
+import { buildFakeCudaDriver, fakeCudaCalls } from "./doubles/build.ts"
 
 describe("NVSHMEM's host library", () => {
   it("is looked for in NVSHMEM_LIB_DIR first, then the project's .tools/nvshmem, then the system", () => {
@@ -50,5 +53,38 @@ describe("NVSHMEM's host library", () => {
       expect(() => addon.nvshmemMalloc(bad)).toThrow(expect.objectContaining({ code: "protocol", message: "bytes must be a non-negative integer" }))
     }
     expect(() => addon.nvshmemMalloc("8" as never)).toThrow(expect.objectContaining({ code: "protocol", message: "bytes must be a number" }))
+  })
+})
+
+describe("the CUDA driver's device selection before NVSHMEM's init (cudaSetDevice's effect)", () => {
+  it("says why when the driver is missing, then, with a TEST DOUBLE of libcuda.so.1, makes the primary context of the ordinal current", () => {
+    const addon = loadAddon()
+    const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-fake-cuda-"))
+    const log = join(dir, "calls.log")
+    process.env.FAKE_CUDA_LOG = log
+    try {
+      // This machine has no driver: nothing is selected, and NVSHMEM's init is left to say the rest.
+      expect(addon.cudaMakeCurrent("libcuda.so.1", 0)).toEqual({ selected: false, deviceCount: -1, reason: expect.stringContaining("libcuda.so.1") })
+      const fake = buildFakeCudaDriver(dir)
+      process.env.FAKE_CUDA_INIT_RESULT = "100"
+      expect(addon.cudaMakeCurrent(fake, 0)).toEqual({ selected: false, deviceCount: -1, reason: "cuInit failed: CUDA_ERROR_NO_DEVICE (100)" })
+      delete process.env.FAKE_CUDA_INIT_RESULT
+      expect(addon.cudaMakeCurrent(fake, 5)).toEqual({ selected: false, deviceCount: 2, reason: "the driver sees 2 device(s), so there is no cuda:5" })
+      expect(addon.cudaMakeCurrent(fake, 1)).toEqual({ selected: true, deviceCount: 2 })
+      expect(fakeCudaCalls(log).map(([, call]) => call)).toEqual([
+        "cuInit 0",
+        "cuInit 0",
+        "cuDeviceGetCount 2",
+        "cuInit 0",
+        "cuDeviceGetCount 2",
+        "cuDeviceGet 1",
+        "cuDevicePrimaryCtxRetain 1",
+        "cuCtxSetCurrent 2",
+      ])
+    } finally {
+      delete process.env.FAKE_CUDA_LOG
+      delete process.env.FAKE_CUDA_INIT_RESULT
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -4,14 +4,17 @@
  * code instead of ending the process. NVSHMEM exits the process when an allocation finds it not
  * initialized, so every allocation first checks nvshmemx_init_status(), natively, and the ranks
  * agree that every one of them initialized before any allocates; a failed init is remembered and
- * refused on every later call.
+ * refused on every later call. NVSHMEM works on the device current at its init, so each rank first
+ * makes the device it was asked for current (cudaSetDevice's effect, through the CUDA driver), and
+ * later allocations must ask for that device.
  */
-import { DeviceError, OutOfMemoryError, type GroupMember, parseDevice } from "@tensorlane/core"
+import { type Device, DeviceError, OutOfMemoryError, type GroupMember, deviceIndex, parseDevice } from "@tensorlane/core"
 import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
 import { isNativeFailure, toTensorlaneError } from "./failures.js"
 import { loadNvshmem } from "./loadAddon.js"
+import { cudaDriverLibrary } from "./settings.js"
 
 const NAME = "nvshmem"
 const INITIALIZED = 2
@@ -24,10 +27,14 @@ interface InitReport {
   readonly uid?: string
   readonly rc?: number
   readonly error?: string
+  /** The device asked for cannot be made current although the driver works (no such ordinal, say). */
+  readonly deviceError?: string
+  /** No device was made current because the driver did not load or initialize: NVSHMEM's init says the rest. */
+  readonly unselected?: string
 }
 
 /** The outcome of this process's bootstrap, agreed by every rank: once settled, no more gathers. */
-let settled: { readonly ok: true; readonly world: string } | { readonly ok: false; readonly why: string } | undefined
+let settled: { readonly ok: true; readonly world: string; readonly device: Device } | { readonly ok: false; readonly why: string } | undefined
 let liveBlocks = 0
 
 const encoder = new TextEncoder()
@@ -42,31 +49,45 @@ const refuse = (why: string): never => {
 
 const describeStatus = (s: number): string => `${STATUS_NAMES[s] ?? "status"} (${s})`
 
-/** Initializes NVSHMEM on every rank (unique-id bootstrap through the group) unless it already is; refuses on every rank if any rank fails. */
-const ensureInitialized = async (member: GroupMember, gather: Gather): Promise<void> => {
+/**
+ * Initializes NVSHMEM on `device` on every rank (unique-id bootstrap through the group) unless it
+ * already is; refuses on every rank if any rank fails. A device that cannot be made current fails
+ * every rank with DeviceError before the init, and leaves NVSHMEM free to be initialized later.
+ */
+const ensureInitialized = async (member: GroupMember, gather: Gather, device: Device): Promise<void> => {
   if (settled?.ok === false) refuse(settled.why)
   if (settled?.ok === true) {
     if (settled.world !== member.name) {
       throw new SymmetricBackendError({ message: `NVSHMEM was initialized for group "${settled.world}"; one process has one NVSHMEM world`, backend: NAME, reason: "wrong-group" })
     }
+    if (settled.device !== device) {
+      throw new DeviceError({ message: `NVSHMEM was initialized on ${settled.device} in process ${process.pid}, so it cannot allocate on ${device}: one process has one NVSHMEM device`, device })
+    }
     return
   }
   const { addon } = loadNvshmem()
   const status = addon.nvshmemStatus()
+  const selection = status === 0 ? addon.cudaMakeCurrent(cudaDriverLibrary(), deviceIndex(device)) : undefined
+  const unusable = selection?.selected === false ? selection.reason ?? "unknown" : undefined
+  const deviceError = unusable !== undefined && selection!.deviceCount >= 0 ? `${device}: ${unusable}` : undefined
   let uid: string | undefined
   let error: string | undefined
-  if (member.rank === 0 && status === 0) {
+  if (member.rank === 0 && status === 0 && deviceError === undefined) {
     try {
       uid = Buffer.from(addon.nvshmemUniqueId()).toString("base64")
     } catch (e) {
       error = `nvshmemx_get_uniqueid failed: ${e instanceof Error ? e.message : String(e)}`
     }
   }
-  const first = await exchange(gather, { status, uid, error })
+  const first = await exchange(gather, { status, uid, error, deviceError })
+  const deviceErrors = first.flatMap((r, rank) => (r.deviceError === undefined ? [] : [`rank ${rank}: ${r.deviceError}`]))
+  if (deviceErrors.length > 0) {
+    throw new DeviceError({ message: `NVSHMEM was not initialized, so nothing is allocated: ${deviceErrors.join("; ")}`, device })
+  }
   let report: InitReport = { status }
   if (first.every((r) => r.status === 0) && first[0].uid !== undefined) {
     const rc = addon.nvshmemInitialize(member.rank, member.worldSize, Buffer.from(first[0].uid, "base64"))
-    report = { status: addon.nvshmemStatus(), rc }
+    report = { status: addon.nvshmemStatus(), rc, unselected: unusable }
   } else if (first.some((r) => r.status < INITIALIZED)) {
     report = { status, error: first.find((r) => r.error !== undefined)?.error ?? "the ranks' NVSHMEM states differ (some initialized, some not)" }
   }
@@ -74,12 +95,15 @@ const ensureInitialized = async (member: GroupMember, gather: Gather): Promise<v
   const failures = second
     .map((r, rank) => [rank, r] as const)
     .filter(([, r]) => r.status < INITIALIZED)
-    .map(([rank, r]) => `rank ${rank}: ${r.error ?? `nvshmemx_hostlib_init_attr returned ${r.rc} (${ERROR_NAMES[r.rc ?? -1] ?? "unknown"}), status ${describeStatus(r.status)}`}`)
+    .map(([rank, r]) => {
+      const failure = r.error ?? `nvshmemx_hostlib_init_attr returned ${r.rc} (${ERROR_NAMES[r.rc ?? -1] ?? "unknown"}), status ${describeStatus(r.status)}`
+      return `rank ${rank}: ${failure}${r.unselected !== undefined ? ` (no device made current: ${r.unselected})` : ""}`
+    })
   if (failures.length > 0) {
     settled = { ok: false, why: `${failures.join("; ")}. NVSHMEM needs an NVIDIA GPU with its driver on every rank` }
     refuse(settled.why)
   }
-  settled = { ok: true, world: member.name }
+  settled = { ok: true, world: member.name, device }
 }
 
 export const nvshmemBackend: SymmetricBackend = {
@@ -89,7 +113,7 @@ export const nvshmemBackend: SymmetricBackend = {
   allocate: async (member, byteLength, gather, options) => {
     const device = parseDevice(options.device ?? "cuda:0")
     if (device === "cpu") throw new DeviceError({ message: "the nvshmem backend allocates GPU memory; pass a cuda device", device })
-    await ensureInitialized(member, gather)
+    await ensureInitialized(member, gather, device)
     const { addon } = loadNvshmem()
     let pointer: bigint
     try {

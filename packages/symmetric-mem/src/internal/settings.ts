@@ -23,6 +23,9 @@ export const heapBytesPerRank = (): number => bytesFromEnv("TENSORLANE_SHM_HEAP_
 /** Bytes of the process's staging heap, where the shm transport copies tensors that are not on a heap already. */
 export const stagingBytes = (): number => bytesFromEnv("TENSORLANE_SHM_STAGING_BYTES", 4 * GiB)
 
+/** The CUDA driver library the nvshmem backend selects its device with (the system's, unless overridden). */
+export const cudaDriverLibrary = (): string => process.env.TENSORLANE_CUDA_DRIVER_LIBRARY || "libcuda.so.1"
+
 let boot: string | undefined
 
 /** Identifies this host's running kernel: pids and fds only mean something on the host that gave them. */
