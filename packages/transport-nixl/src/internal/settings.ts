@@ -8,6 +8,7 @@
  *   TENSORLANE_NIXL_PROGRESS_DELAY_US  poll timeout of NIXL's progress thread (default 10000; 0 spins)
  *   UCX_MODULES                      defaults to "^ib" (see below); UCX_TLS etc. pass through
  *   UCX_MEM_MMAP_HOOK_MODE           defaults to "reloc" (see below)
+ *   UCX_LOG_FILE                     defaults to "stderr" (see below)
  */
 
 /**
@@ -21,7 +22,11 @@
  * "reloc" redirects the same calls through their relocation entries, pointer-sized writes that no
  * running thread can observe half done.
  */
-export const DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_MODULES: "^ib", UCX_MEM_MMAP_HOOK_MODE: "reloc" }
+/*
+ * UCX writes its warnings to stdout unless told otherwise, into the output of the user's program (a
+ * JSON report, say); diagnostics belong on stderr.
+ */
+export const DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_MODULES: "^ib", UCX_MEM_MMAP_HOOK_MODE: "reloc", UCX_LOG_FILE: "stderr" }
 
 // The main thread's process.env is the real environment: actor processes spawned from here
 // inherit the default too. Worker threads only see a copy, which is why the addon sets the same
