@@ -288,7 +288,7 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
   })
 })
 
-describe("GPU backends, as far as a machine without a GPU goes", () => {
+describe.skipIf(fs.existsSync("/dev/nvidia0"))("GPU backends, as far as a machine without a GPU goes", () => {
   it("nvshmem: the ranks bootstrap over the group, NVSHMEM's init fails on every rank, and nothing is allocated (no process exits)", async () => {
     const first = await failuresOnAll((w) => w.alloc("g", [16], "float32", { group: "sym", backend: "nvshmem" }))
     for (const e of first) {
@@ -312,8 +312,19 @@ describe("GPU backends, as far as a machine without a GPU goes", () => {
     await using gpuCluster = await start({ transports: [SYMMETRIC] })
     const ranks = await gpuCluster.spawn(SymWorker, { count: 2, env })
     await gpuCluster.createCollectiveGroup(ranks, { backend: "shm", name: "nv" })
-    const failures = (device: Device) =>
-      Promise.all(ranks.map((w) => gpuCluster.get(w.alloc("d", [4], "float32", { group: "nv", backend: "nvshmem", device })).then(() => undefined, (e: Error) => e)))
+    const failures = (...devices: Array<Device>) =>
+      Promise.all(
+        ranks.map((w, rank) =>
+          gpuCluster.get(w.alloc("d", [4], "float32", { group: "nv", backend: "nvshmem", device: devices[rank] ?? devices[0] })).then(
+            () => undefined,
+            (e: Error) => e,
+          ),
+        ),
+      )
+    // A device one rank refuses by itself is stated in the agreement: the other rank fails too instead of waiting.
+    const [cpu, peer] = await failures("cpu", "cuda:1")
+    expect(cpu).toBeInstanceOf(DeviceError)
+    expect(peer).toMatchObject({ _tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("GPU memory") })
     for (const e of await failures("cuda:5")) {
       expect(e).toBeInstanceOf(DeviceError)
       expect(e?.message).toContain("rank 0: cuda:5: the driver sees 2 device(s), so there is no cuda:5; rank 1: cuda:5: the driver sees 2 device(s)")
@@ -329,6 +340,7 @@ describe("GPU backends, as far as a machine without a GPU goes", () => {
         "cuDeviceGet 1",
         "cuDevicePrimaryCtxRetain 1",
         "cuCtxSetCurrent 2",
+        "cuCtxGetDevice 1",
       ])
     }
     fs.rmSync(dir, { recursive: true, force: true })

@@ -29,6 +29,7 @@ std::string CudaDriver::load(const std::string& path) {
   deviceGet_ = reinterpret_cast<DeviceGetFn>(symbol("cuDeviceGet"));
   primaryCtxRetain_ = reinterpret_cast<PrimaryCtxRetainFn>(symbol("cuDevicePrimaryCtxRetain"));
   ctxSetCurrent_ = reinterpret_cast<CtxSetCurrentFn>(symbol("cuCtxSetCurrent"));
+  ctxGetDevice_ = reinterpret_cast<CtxGetDeviceFn>(symbol("cuCtxGetDevice"));
   getErrorName_ = reinterpret_cast<GetErrorNameFn>(symbol("cuGetErrorName"));
   if (!missing.empty()) {
     dlclose(handle);
@@ -44,52 +45,84 @@ std::string CudaDriver::describe(int result) const {
   return "CUresult " + std::to_string(result);
 }
 
-DeviceSelection CudaDriver::makeCurrent(const std::string& path, int ordinal) {
+DeviceProbe CudaDriver::probe(const std::string& path, int ordinal) {
   std::lock_guard<std::mutex> lock(mutex_);
-  DeviceSelection selection;
-  selection.reason = load(path);
-  if (!selection.reason.empty()) return selection;
+  DeviceProbe probe;
+  probe.reason = load(path);
+  if (!probe.reason.empty()) return probe;
   int result = init_(0);
   if (result != 0) {
-    selection.reason = "cuInit failed: " + describe(result);
-    return selection;
+    probe.reason = "cuInit failed: " + describe(result);
+    return probe;
   }
-  result = deviceGetCount_(&selection.deviceCount);
+  int count = 0;
+  result = deviceGetCount_(&count);
   if (result != 0) {
-    selection.deviceCount = -1;
-    selection.reason = "cuDeviceGetCount failed: " + describe(result);
-    return selection;
+    probe.reason = "cuDeviceGetCount failed: " + describe(result);
+    return probe;
   }
-  if (ordinal < 0 || ordinal >= selection.deviceCount) {
-    selection.reason = "the driver sees " + std::to_string(selection.deviceCount) + " device(s), so there is no cuda:" + std::to_string(ordinal);
-    return selection;
+  probe.deviceCount = count;
+  if (ordinal < 0 || ordinal >= count) {
+    probe.reason = "the driver sees " + std::to_string(count) + " device(s), so there is no cuda:" + std::to_string(ordinal);
+    return probe;
   }
-  int device = 0;
-  void* context = nullptr;
-  if ((result = deviceGet_(&device, ordinal)) != 0) {
-    selection.reason = "cuDeviceGet failed: " + describe(result);
-  } else if ((result = primaryCtxRetain_(&context, device)) != 0) {
-    selection.reason = "cuDevicePrimaryCtxRetain failed: " + describe(result);
-  } else if ((result = ctxSetCurrent_(context)) != 0) {
-    selection.reason = "cuCtxSetCurrent failed: " + describe(result);
-  } else {
-    selection.selected = true;
-  }
-  return selection;
+  probe.usable = true;
+  return probe;
 }
 
+std::string CudaDriver::makeCurrent(int ordinal) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (handle_ == nullptr) return "the CUDA driver is not loaded";
+  int device = 0;
+  void* context = nullptr;
+  int result = deviceGet_(&device, ordinal);
+  if (result != 0) return "cuDeviceGet failed: " + describe(result);
+  // Retained for the life of the process, as the CUDA runtime retains the primary context it uses.
+  if ((result = primaryCtxRetain_(&context, device)) != 0) return "cuDevicePrimaryCtxRetain failed: " + describe(result);
+  if ((result = ctxSetCurrent_(context)) != 0) return "cuCtxSetCurrent failed: " + describe(result);
+  return "";
+}
+
+int CudaDriver::currentDevice() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int device = -1;
+  if (handle_ == nullptr || ctxGetDevice_(&device) != 0) return -1;
+  return device;
+}
+
+namespace {
+
+std::string pathArg(const Napi::CallbackInfo& info) {
+  if (!info[0].IsString()) throw Failure(FailureCode::Usage, "path must be a string");
+  return info[0].As<Napi::String>().Utf8Value();
+}
+
+int ordinalArg(const Napi::CallbackInfo& info, size_t i) {
+  if (!info[i].IsNumber()) throw Failure(FailureCode::Usage, "ordinal must be a number");
+  return info[i].As<Napi::Number>().Int32Value();
+}
+
+}  // namespace
+
 void registerCudaDriver(Napi::Env env, Napi::Object exports) {
-  exports.Set("cudaMakeCurrent", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+  exports.Set("cudaProbe", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
     return guarded(info.Env(), [&]() -> Napi::Value {
-      if (!info[0].IsString()) throw Failure(FailureCode::Usage, "path must be a string");
-      if (!info[1].IsNumber()) throw Failure(FailureCode::Usage, "ordinal must be a number");
-      DeviceSelection selection = CudaDriver::instance().makeCurrent(info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::Number>().Int32Value());
+      DeviceProbe probe = CudaDriver::instance().probe(pathArg(info), ordinalArg(info, 1));
       Napi::Object out = Napi::Object::New(info.Env());
-      out.Set("selected", selection.selected);
-      out.Set("deviceCount", selection.deviceCount);
-      if (!selection.selected) out.Set("reason", selection.reason);
+      out.Set("usable", probe.usable);
+      out.Set("deviceCount", probe.deviceCount);
+      if (!probe.usable) out.Set("reason", probe.reason);
       return out;
     });
+  }));
+  exports.Set("cudaMakeCurrent", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return guarded(info.Env(), [&]() -> Napi::Value {
+      std::string why = CudaDriver::instance().makeCurrent(ordinalArg(info, 0));
+      return why.empty() ? info.Env().Undefined() : Napi::Value(Napi::String::New(info.Env(), why));
+    });
+  }));
+  exports.Set("cudaCurrentDevice", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), CudaDriver::instance().currentDevice());
   }));
 }
 

@@ -58,8 +58,12 @@ export interface SymmetricAddon {
   nvshmemPes(): { readonly myPe: number; readonly nPes: number }
 
   /**
-   * Makes the device's primary context current on this thread through the CUDA driver at `path`
-   * (cudaSetDevice's effect), for NVSHMEM's init; `reason` says why not when it could not.
+   * Loads the CUDA driver at `path` (the first that loads stays), initializes it and checks that the
+   * device exists; `deviceCount` is -1 when the driver did not load or initialize.
    */
-  cudaMakeCurrent(path: string, ordinal: number): { readonly selected: boolean; readonly deviceCount: number; readonly reason?: string }
+  cudaProbe(path: string, ordinal: number): { readonly usable: boolean; readonly deviceCount: number; readonly reason?: string }
+  /** Makes the device's primary context current on this thread (cudaSetDevice's effect); why not, if it could not. */
+  cudaMakeCurrent(ordinal: number): string | undefined
+  /** The device of this thread's current context; -1 without a driver or a current context. */
+  cudaCurrentDevice(): number
 }

@@ -27,6 +27,12 @@ export interface SymmetricBackend {
   /** A summary of the heap's allocation state, equal on every rank while they made the same calls. */
   readonly digest: (member: GroupMember) => string
   /**
+   * Why this rank cannot take part in an allocation with these options, known before the ranks
+   * agree (a device it cannot allocate on): stated in the agreement's gather, so that every rank
+   * fails instead of the others waiting in the backend's collective calls.
+   */
+  readonly refuse?: (member: GroupMember, options: { readonly device?: Device }) => Error | undefined
+  /**
    * Allocates `byteLength` bytes (already agreed: the same on every rank) on every rank. A backend
    * that needs its own agreement (every rank got a window, init succeeded everywhere) uses `gather`;
    * `timeoutMs` is the call's limit, for the backend's own collective calls too.

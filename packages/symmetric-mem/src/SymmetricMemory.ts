@@ -92,13 +92,15 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
   const key = `${member.name}|${heap}`
   const seq = nextSeq(key)
   const makeSymmetric = options.makeSymmetric === true
-  // A bad dtype or shape on one rank is stated in the gather, so that the others fail too instead of waiting.
+  // A bad dtype, shape or device on one rank is stated in the gather, so that the others fail too instead of waiting.
   let dtype: DType = "float32"
   let bytes = 0
   let refusal: unknown
   try {
     dtype = dtypeOf(options.dtype ?? "float32").name
     bytes = byteLengthOf(shape, dtype)
+    const refused = backend.refuse?.(member, { device: options.device })
+    if (refused !== undefined) throw refused
   } catch (error) {
     refusal = error
   }

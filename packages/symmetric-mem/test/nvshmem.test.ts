@@ -6,6 +6,7 @@
  * is a typed failure. The collective refusal (bootstrap over a group, init failing on every rank)
  * runs between actors in test/symmetric.test.ts; allocations on a GPU in nvshmem.gpu.test.ts.
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
@@ -57,20 +58,39 @@ describe("NVSHMEM's host library", () => {
 })
 
 describe("the CUDA driver's device selection before NVSHMEM's init (cudaSetDevice's effect)", () => {
-  it("says why when the driver is missing, then, with a TEST DOUBLE of libcuda.so.1, makes the primary context of the ordinal current", () => {
-    const addon = loadAddon()
+  it("probes and makes a device current through a TEST DOUBLE of libcuda.so.1, and says why not when it cannot", () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-fake-cuda-"))
     const log = join(dir, "calls.log")
-    process.env.FAKE_CUDA_LOG = log
     try {
-      // This machine has no driver: nothing is selected, and NVSHMEM's init is left to say the rest.
-      expect(addon.cudaMakeCurrent("libcuda.so.1", 0)).toEqual({ selected: false, deviceCount: -1, reason: expect.stringContaining("libcuda.so.1") })
       const fake = buildFakeCudaDriver(dir)
-      process.env.FAKE_CUDA_INIT_RESULT = "100"
-      expect(addon.cudaMakeCurrent(fake, 0)).toEqual({ selected: false, deviceCount: -1, reason: "cuInit failed: CUDA_ERROR_NO_DEVICE (100)" })
-      delete process.env.FAKE_CUDA_INIT_RESULT
-      expect(addon.cudaMakeCurrent(fake, 5)).toEqual({ selected: false, deviceCount: 2, reason: "the driver sees 2 device(s), so there is no cuda:5" })
-      expect(addon.cudaMakeCurrent(fake, 1)).toEqual({ selected: true, deviceCount: 2 })
+      // A process of its own: the first driver that loads stays for the process (a GPU host's real one here).
+      const script = `
+        const addon = require(process.argv[1])
+        const [missing, fake] = process.argv.slice(2)
+        const steps = { missing: addon.cudaProbe(missing, 0), noCurrent: addon.cudaCurrentDevice() }
+        process.env.FAKE_CUDA_INIT_RESULT = "100"
+        steps.noDevice = addon.cudaProbe(fake, 0)
+        delete process.env.FAKE_CUDA_INIT_RESULT
+        steps.absent = addon.cudaProbe(fake, 5)
+        steps.present = addon.cudaProbe(fake, 1)
+        steps.made = addon.cudaMakeCurrent(1) ?? "current"
+        steps.current = addon.cudaCurrentDevice()
+        console.log(JSON.stringify(steps))`
+      const addonPath = new URL("../build/Release/tensorlane_symmetric.node", import.meta.url).pathname
+      const out = execFileSync(process.execPath, ["-e", script, addonPath, join(dir, "no-such-libcuda.so.1"), fake], {
+        env: { ...process.env, FAKE_CUDA_LOG: log, FAKE_CUDA_DEVICES: "2" },
+        encoding: "utf8",
+      })
+      expect(JSON.parse(out)).toEqual({
+        missing: { usable: false, deviceCount: -1, reason: expect.stringContaining("no-such-libcuda.so.1") },
+        noCurrent: -1,
+        noDevice: { usable: false, deviceCount: -1, reason: "cuInit failed: CUDA_ERROR_NO_DEVICE (100)" },
+        absent: { usable: false, deviceCount: 2, reason: "the driver sees 2 device(s), so there is no cuda:5" },
+        present: { usable: true, deviceCount: 2 },
+        made: "current",
+        current: 1,
+      })
+      // Probing retains nothing: only cudaMakeCurrent touches a context.
       expect(fakeCudaCalls(log).map(([, call]) => call)).toEqual([
         "cuInit 0",
         "cuInit 0",
@@ -80,10 +100,9 @@ describe("the CUDA driver's device selection before NVSHMEM's init (cudaSetDevic
         "cuDeviceGet 1",
         "cuDevicePrimaryCtxRetain 1",
         "cuCtxSetCurrent 2",
+        "cuCtxGetDevice 1",
       ])
     } finally {
-      delete process.env.FAKE_CUDA_LOG
-      delete process.env.FAKE_CUDA_INIT_RESULT
       fs.rmSync(dir, { recursive: true, force: true })
     }
   })

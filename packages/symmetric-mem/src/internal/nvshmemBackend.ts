@@ -4,9 +4,9 @@
  * code instead of ending the process. NVSHMEM exits the process when an allocation finds it not
  * initialized, so every allocation first checks nvshmemx_init_status(), natively, and the ranks
  * agree that every one of them initialized before any allocates; a failed init is remembered and
- * refused on every later call. NVSHMEM works on the device current at its init, so each rank first
- * makes the device it was asked for current (cudaSetDevice's effect, through the CUDA driver), and
- * later allocations must ask for that device.
+ * refused on every later call. NVSHMEM works on the device current at its init, so each rank makes
+ * the device it was asked for current right before (cudaSetDevice's effect, through the CUDA
+ * driver), and later allocations must ask for that device.
  */
 import { type Device, DeviceError, OutOfMemoryError, type GroupMember, deviceIndex, parseDevice } from "@tensorlane/core"
 import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
@@ -29,7 +29,7 @@ interface InitReport {
   readonly error?: string
   /** The device asked for cannot be made current although the driver works (no such ordinal, say). */
   readonly deviceError?: string
-  /** No device was made current because the driver did not load or initialize: NVSHMEM's init says the rest. */
+  /** Why no device was made current (the driver did not load, say): NVSHMEM's init says the rest. */
   readonly unselected?: string
 }
 
@@ -51,25 +51,18 @@ const describeStatus = (s: number): string => `${STATUS_NAMES[s] ?? "status"} ($
 
 /**
  * Initializes NVSHMEM on `device` on every rank (unique-id bootstrap through the group) unless it
- * already is; refuses on every rank if any rank fails. A device that cannot be made current fails
- * every rank with DeviceError before the init, and leaves NVSHMEM free to be initialized later.
+ * already is; refuses on every rank if any rank fails. A device the driver does not have fails every
+ * rank with DeviceError before the init, and leaves NVSHMEM free to be initialized later.
  */
 const ensureInitialized = async (member: GroupMember, gather: Gather, device: Device): Promise<void> => {
   if (settled?.ok === false) refuse(settled.why)
-  if (settled?.ok === true) {
-    if (settled.world !== member.name) {
-      throw new SymmetricBackendError({ message: `NVSHMEM was initialized for group "${settled.world}"; one process has one NVSHMEM world`, backend: NAME, reason: "wrong-group" })
-    }
-    if (settled.device !== device) {
-      throw new DeviceError({ message: `NVSHMEM was initialized on ${settled.device} in process ${process.pid}, so it cannot allocate on ${device}: one process has one NVSHMEM device`, device })
-    }
-    return
-  }
+  // Another group or device was refused before the ranks agreed (nvshmemBackend.refuse).
+  if (settled?.ok === true) return
   const { addon } = loadNvshmem()
   const status = addon.nvshmemStatus()
-  const selection = status === 0 ? addon.cudaMakeCurrent(cudaDriverLibrary(), deviceIndex(device)) : undefined
-  const unusable = selection?.selected === false ? selection.reason ?? "unknown" : undefined
-  const deviceError = unusable !== undefined && selection!.deviceCount >= 0 ? `${device}: ${unusable}` : undefined
+  const ordinal = deviceIndex(device)
+  const probe = status === 0 ? addon.cudaProbe(cudaDriverLibrary(), ordinal) : undefined
+  const deviceError = probe !== undefined && !probe.usable && probe.deviceCount >= 0 ? `${device}: ${probe.reason}` : undefined
   let uid: string | undefined
   let error: string | undefined
   if (member.rank === 0 && status === 0 && deviceError === undefined) {
@@ -86,15 +79,19 @@ const ensureInitialized = async (member: GroupMember, gather: Gather, device: De
   }
   let report: InitReport = { status }
   if (first.every((r) => r.status === 0) && first[0].uid !== undefined) {
+    // Made current right before the init, with nothing else running on this thread in between.
+    const unselected = probe?.usable === true ? addon.cudaMakeCurrent(ordinal) : probe?.reason
     const rc = addon.nvshmemInitialize(member.rank, member.worldSize, Buffer.from(first[0].uid, "base64"))
-    report = { status: addon.nvshmemStatus(), rc, unselected: unusable }
+    const current = addon.cudaCurrentDevice()
+    const elsewhere = current >= 0 && current !== ordinal ? `NVSHMEM initialized on cuda:${current}, not on the ${device} asked for` : undefined
+    report = { status: addon.nvshmemStatus(), rc, unselected, error: elsewhere }
   } else if (first.some((r) => r.status < INITIALIZED)) {
     report = { status, error: first.find((r) => r.error !== undefined)?.error ?? "the ranks' NVSHMEM states differ (some initialized, some not)" }
   }
   const second = await exchange(gather, report)
   const failures = second
     .map((r, rank) => [rank, r] as const)
-    .filter(([, r]) => r.status < INITIALIZED)
+    .filter(([, r]) => r.status < INITIALIZED || r.error !== undefined)
     .map(([rank, r]) => {
       const failure = r.error ?? `nvshmemx_hostlib_init_attr returned ${r.rc} (${ERROR_NAMES[r.rc ?? -1] ?? "unknown"}), status ${describeStatus(r.status)}`
       return `rank ${rank}: ${failure}${r.unselected !== undefined ? ` (no device made current: ${r.unselected})` : ""}`
@@ -106,13 +103,27 @@ const ensureInitialized = async (member: GroupMember, gather: Gather, device: De
   settled = { ok: true, world: member.name, device }
 }
 
+/** The device an nvshmem allocation asks for (default cuda:0); throws on a malformed one. */
+const requestedDevice = (device: Device | undefined): Device => parseDevice(device ?? "cuda:0")
+
 export const nvshmemBackend: SymmetricBackend = {
   name: NAME,
   heapId: () => NAME,
   digest: () => String(liveBlocks),
+  refuse: (member, options) => {
+    const device = requestedDevice(options.device)
+    if (device === "cpu") return new DeviceError({ message: "the nvshmem backend allocates GPU memory; pass a cuda device", device })
+    if (settled?.ok !== true) return undefined
+    if (settled.world !== member.name) {
+      return new SymmetricBackendError({ message: `NVSHMEM was initialized for group "${settled.world}"; one process has one NVSHMEM world`, backend: NAME, reason: "wrong-group" })
+    }
+    if (settled.device !== device) {
+      return new DeviceError({ message: `NVSHMEM was initialized on ${settled.device} in process ${process.pid}, so it cannot allocate on ${device}: one process has one NVSHMEM device`, device })
+    }
+    return undefined
+  },
   allocate: async (member, byteLength, gather, options) => {
-    const device = parseDevice(options.device ?? "cuda:0")
-    if (device === "cpu") throw new DeviceError({ message: "the nvshmem backend allocates GPU memory; pass a cuda device", device })
+    const device = requestedDevice(options.device)
     await ensureInitialized(member, gather, device)
     const { addon } = loadNvshmem()
     let pointer: bigint

@@ -2,7 +2,7 @@
  * TEST DOUBLE of the CUDA driver library (libcuda.so.1), for the nvshmem backend's device selection
  * on machines without a GPU: it records the calls, one per line, in $FAKE_CUDA_LOG (with the pid),
  * reports $FAKE_CUDA_DEVICES devices (default 2), and cuInit returns $FAKE_CUDA_INIT_RESULT (default 0).
- * Its "contexts" are the ordinals plus one; nothing touches a GPU.
+ * Its "contexts" are the ordinals plus one, the current one per process; nothing touches a GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +46,18 @@ int cuDevicePrimaryCtxRetain(void** context, int device) {
   return 0;
 }
 
+static long current = 0;
+
 int cuCtxSetCurrent(void* context) {
   record("cuCtxSetCurrent", (long)context);
+  current = (long)context;
+  return 0;
+}
+
+int cuCtxGetDevice(int* device) {
+  if (current == 0) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+  *device = (int)(current - 1);
+  record("cuCtxGetDevice", *device);
   return 0;
 }
 
