@@ -1,6 +1,7 @@
 #include "CudaDriver.h"
 
 #include "Failure.h"
+#include "RuntimeLibrary.h"
 
 #include <dlfcn.h>
 
@@ -13,27 +14,20 @@ CudaDriver& CudaDriver::instance() {
 
 std::string CudaDriver::load(const std::string& path) {
   if (handle_ != nullptr) return "";
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    return error != nullptr ? error : "dlopen(" + path + ") failed";
-  }
-  std::string missing;
-  auto symbol = [&](const char* name) {
-    void* found = dlsym(handle, name);
-    if (found == nullptr && missing.empty()) missing = path + " lacks " + name + " (not a CUDA driver library)";
-    return found;
-  };
-  init_ = reinterpret_cast<InitFn>(symbol("cuInit"));
-  deviceGetCount_ = reinterpret_cast<DeviceGetCountFn>(symbol("cuDeviceGetCount"));
-  deviceGet_ = reinterpret_cast<DeviceGetFn>(symbol("cuDeviceGet"));
-  primaryCtxRetain_ = reinterpret_cast<PrimaryCtxRetainFn>(symbol("cuDevicePrimaryCtxRetain"));
-  ctxSetCurrent_ = reinterpret_cast<CtxSetCurrentFn>(symbol("cuCtxSetCurrent"));
-  ctxGetDevice_ = reinterpret_cast<CtxGetDeviceFn>(symbol("cuCtxGetDevice"));
-  getErrorName_ = reinterpret_cast<GetErrorNameFn>(symbol("cuGetErrorName"));
-  if (!missing.empty()) {
+  std::string error;
+  void* handle = openRuntimeLibrary(path, error);
+  if (handle == nullptr) return error;
+  EntryPoints symbol(handle);
+  symbol(init_, "cuInit");
+  symbol(deviceGetCount_, "cuDeviceGetCount");
+  symbol(deviceGet_, "cuDeviceGet");
+  symbol(primaryCtxRetain_, "cuDevicePrimaryCtxRetain");
+  symbol(ctxSetCurrent_, "cuCtxSetCurrent");
+  symbol(ctxGetDevice_, "cuCtxGetDevice");
+  symbol(getErrorName_, "cuGetErrorName");
+  if (!symbol.missing().empty()) {
     dlclose(handle);
-    return missing;
+    return path + " lacks " + symbol.missing() + " (not a CUDA driver library)";
   }
   handle_ = handle;
   return "";

@@ -2,6 +2,7 @@
 
 #include "Arguments.h"
 #include "Failure.h"
+#include "RuntimeLibrary.h"
 
 #include <dlfcn.h>
 
@@ -20,29 +21,24 @@ void NvshmemLibrary::load(const std::string& path) {
     if (path != path_) throw Failure(FailureCode::Usage, "NVSHMEM is already loaded from " + path_ + " in this process");
     return;
   }
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    throw Failure(FailureCode::Library, error != nullptr ? error : ("dlopen(" + path + ") failed"));
+  std::string error;
+  void* handle = openRuntimeLibrary(path, error);
+  if (handle == nullptr) throw Failure(FailureCode::Library, error);
+  EntryPoints symbol(handle);
+  symbol(initStatus_, "nvshmemx_init_status");
+  symbol(getUniqueId_, "nvshmemx_get_uniqueid");
+  symbol(setAttrUniqueIdArgs_, "nvshmemx_set_attr_uniqueid_args");
+  symbol(hostlibInitAttr_, "nvshmemx_hostlib_init_attr");
+  symbol(vendorVersion_, "nvshmemx_vendor_get_version_info");
+  symbol(malloc_, "nvshmem_malloc");
+  symbol(free_, "nvshmem_free");
+  symbol(ptr_, "nvshmem_ptr");
+  symbol(myPe_, "nvshmem_my_pe");
+  symbol(nPes_, "nvshmem_n_pes");
+  if (!symbol.missing().empty()) {
+    dlclose(handle);
+    throw Failure(FailureCode::Library, path + " lacks " + symbol.missing() + " (not an NVSHMEM 3.x host library)");
   }
-  auto symbol = [&](const char* name) {
-    void* found = dlsym(handle, name);
-    if (found == nullptr) {
-      dlclose(handle);
-      throw Failure(FailureCode::Library, path + " lacks " + name + " (not an NVSHMEM 3.x host library)");
-    }
-    return found;
-  };
-  initStatus_ = reinterpret_cast<NvshmemInitStatusFn>(symbol("nvshmemx_init_status"));
-  getUniqueId_ = reinterpret_cast<NvshmemGetUniqueIdFn>(symbol("nvshmemx_get_uniqueid"));
-  setAttrUniqueIdArgs_ = reinterpret_cast<NvshmemSetAttrUniqueIdArgsFn>(symbol("nvshmemx_set_attr_uniqueid_args"));
-  hostlibInitAttr_ = reinterpret_cast<NvshmemHostlibInitAttrFn>(symbol("nvshmemx_hostlib_init_attr"));
-  vendorVersion_ = reinterpret_cast<NvshmemVendorVersionFn>(symbol("nvshmemx_vendor_get_version_info"));
-  malloc_ = reinterpret_cast<NvshmemMallocFn>(symbol("nvshmem_malloc"));
-  free_ = reinterpret_cast<NvshmemFreeFn>(symbol("nvshmem_free"));
-  ptr_ = reinterpret_cast<NvshmemPtrFn>(symbol("nvshmem_ptr"));
-  myPe_ = reinterpret_cast<NvshmemPeFn>(symbol("nvshmem_my_pe"));
-  nPes_ = reinterpret_cast<NvshmemPeFn>(symbol("nvshmem_n_pes"));
   handle_ = handle;
   path_ = path;
 }
