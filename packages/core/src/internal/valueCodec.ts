@@ -23,6 +23,11 @@ const isPlainObject = (value: object): boolean => {
   return proto === Object.prototype || proto === null
 }
 
+/** Defined, not assigned: a key named "__proto__" stays a key instead of replacing the prototype. */
+const setKey = (target: Record<string, unknown>, key: string, value: unknown): void => {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+}
+
 export const encodeValue = (value: unknown): EncodedValue => {
   const tensors: Array<Tensor> = []
   const refs: Array<ObjectRef<unknown>> = []
@@ -63,7 +68,7 @@ export const encodeValue = (value: unknown): EncodedValue => {
     if (isPlainObject(v)) {
       const out: Record<string, unknown> = {}
       seen.set(v, out)
-      for (const key of Object.keys(v)) out[key] = walk((v as Record<string, unknown>)[key])
+      for (const key of Object.keys(v)) setKey(out, key, walk((v as Record<string, unknown>)[key]))
       return out
     }
     // Dates, typed arrays, errors and the like: structured clone handles them as they are.
@@ -97,6 +102,12 @@ const placeholder = (v: object): { kind: "tensor"; index: number } | { kind: "re
   return undefined
 }
 
+/**
+ * Rebuilds a value around its tensors and refs. The result is a fresh copy of the deserialized
+ * skeleton, never the skeleton itself: V8's deserializer keeps every object it made reachable (its
+ * back-reference map, a global handle) until the deserializer is collected, so tensors written into
+ * those objects would outlive one more garbage collection and their memory could not be recycled.
+ */
 export const decodeValue = (skeleton: Uint8Array, hooks: DecodeHooks): unknown => {
   let root: unknown
   try {
@@ -104,27 +115,38 @@ export const decodeValue = (skeleton: Uint8Array, hooks: DecodeHooks): unknown =
   } catch (cause) {
     throw new ProtocolError({ message: `undecodable value skeleton: ${String(cause)}` })
   }
-  const seen = new Set<object>()
+  // Shared and cyclic parts of the skeleton stay shared and cyclic in the copy.
+  const copies = new Map<object, unknown>()
   const walk = (v: unknown): unknown => {
     if (v === null || typeof v !== "object") return v
     const p = placeholder(v)
     if (p !== undefined) return p.kind === "tensor" ? hooks.tensor(p.index) : hooks.ref(p.id)
-    if (seen.has(v)) return v
-    seen.add(v)
+    if (copies.has(v)) return copies.get(v)
     if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) v[i] = walk(v[i])
-    } else if (v instanceof Map) {
-      const entries = [...v.entries()]
-      v.clear()
-      for (const [k, item] of entries) v.set(walk(k), walk(item))
-    } else if (v instanceof Set) {
-      const items = [...v]
-      v.clear()
-      for (const item of items) v.add(walk(item))
-    } else if (isPlainObject(v)) {
-      const o = v as Record<string, unknown>
-      for (const key of Object.keys(o)) o[key] = walk(o[key])
+      const out: Array<unknown> = []
+      copies.set(v, out)
+      for (const item of v) out.push(walk(item))
+      return out
     }
+    if (v instanceof Map) {
+      const out = new Map<unknown, unknown>()
+      copies.set(v, out)
+      for (const [k, item] of v) out.set(walk(k), walk(item))
+      return out
+    }
+    if (v instanceof Set) {
+      const out = new Set<unknown>()
+      copies.set(v, out)
+      for (const item of v) out.add(walk(item))
+      return out
+    }
+    if (isPlainObject(v)) {
+      const out: Record<string, unknown> = {}
+      copies.set(v, out)
+      for (const key of Object.keys(v)) setKey(out, key, walk((v as Record<string, unknown>)[key]))
+      return out
+    }
+    // Dates, typed arrays, errors and the like hold no tensors: they are the deserializer's own copies.
     return v
   }
   return walk(root)

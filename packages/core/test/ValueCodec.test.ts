@@ -1,0 +1,70 @@
+/**
+ * Values around tensors: the skeleton's round trip (nesting, shared parts, cycles, odd keys) and the
+ * lifetime of what decoding returns, which decides when a received tensor's memory can be recycled.
+ */
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
+import { describe, expect, it } from "vitest"
+import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
+import { Tensor } from "../src/Tensor.js"
+
+const gc = (() => {
+  // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
+  setFlagsFromString("--expose-gc")
+  return runInNewContext("gc") as () => void
+})()
+
+const nextJob = () => new Promise((resolve) => setImmediate(resolve))
+
+/** Decodes `value`'s skeleton around fresh tensors of the same count. */
+const roundTrip = (value: unknown): unknown => {
+  const { skeleton, tensors } = encodeValue(value)
+  const fresh = tensors.map((t) => Tensor.zeros(t.shape, { dtype: t.dtype }))
+  return decodeValue(skeleton, { tensor: (i) => fresh[i], ref: (id) => `ref:${id}` })
+}
+
+describe("value codec", () => {
+  it("puts tensors back where they were, inside arrays, objects, Maps and Sets", () => {
+    const value = roundTrip({ a: [Tensor.ones([2]), 3], m: new Map([["k", Tensor.ones([4])]]), s: new Set([Tensor.ones([1])]), d: new Date(5) }) as {
+      a: [Tensor, number]
+      m: Map<string, Tensor>
+      s: Set<Tensor>
+      d: Date
+    }
+    expect(value.a[0].shape).toEqual([2])
+    expect(value.a[1]).toBe(3)
+    expect(value.m.get("k")!.shape).toEqual([4])
+    expect([...value.s][0].shape).toEqual([1])
+    expect(value.d.getTime()).toBe(5)
+  })
+
+  it("keeps shared parts shared and cycles cyclic, and a key named __proto__ a key", () => {
+    const shared = { t: Tensor.ones([3]) }
+    const cyclic: Record<string, unknown> = { shared, again: shared }
+    cyclic.self = cyclic
+    const value = roundTrip(cyclic) as Record<string, any>
+    expect(value.self).toBe(value)
+    expect(value.again).toBe(value.shared)
+    expect(value.shared.t.shape).toEqual([3])
+    const odd = roundTrip(JSON.parse('{"__proto__": {"polluted": 1}}')) as Record<string, unknown>
+    expect(Object.getPrototypeOf(odd)).toBe(Object.prototype)
+    expect(Object.keys(odd)).toEqual(["__proto__"])
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+  })
+
+  it("returns a value that nothing else holds: its tensors die in the first collection after it", async () => {
+    // V8's deserializer keeps the objects it made reachable until it is collected itself; tensors
+    // written into them survived one collection, so their memory waited for a second one.
+    const { skeleton } = encodeValue([1, Tensor.ones([1])])
+    const alive: Array<WeakRef<Tensor>> = []
+    for (let i = 0; i < 4; i++) {
+      const t = Tensor.ones([1])
+      alive.push(new WeakRef(t))
+      decodeValue(skeleton, { tensor: () => t, ref: (id) => id })
+    }
+    // A WeakRef keeps its target alive until the job that made it ends.
+    await nextJob()
+    gc()
+    expect(alive.filter((w) => w.deref() !== undefined)).toHaveLength(0)
+  })
+})
