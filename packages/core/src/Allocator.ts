@@ -156,6 +156,9 @@ class HostMemoryCache {
   private readonly lent = new Map<number, Set<Lent>>()
   private idleBytes = 0
   private readonly capacity = recycleCapacity()
+  /** When each size was last taken (a count of takes), to let the stalest sizes go first. */
+  private readonly lastTaken = new Map<number, number>()
+  private takes = 0
   /** Blocks of each size that may be out before a miss collects. */
   private readonly allowance = new Map<number, number>()
   /** Bytes the process dropped since the last collection. */
@@ -209,6 +212,7 @@ class HostMemoryCache {
 
   take(byteLength: number): SharedArrayBuffer {
     if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0) return new SharedArrayBuffer(byteLength)
+    this.lastTaken.set(byteLength, ++this.takes)
     // Collect before looking: a WeakRef looked at keeps its target alive until the current job ends.
     const keeper = this.idleOne(byteLength) ?? (this.collect(byteLength), this.deadOne(byteLength))
     const memory = keeper ?? new SharedArrayBuffer(byteLength)
@@ -217,6 +221,28 @@ class HostMemoryCache {
     this.lentOf(byteLength).add(lent)
     this.released.register(handed, lent)
     return handed
+  }
+
+  /**
+   * Lets idle blocks of other sizes go, those taken longest ago first, until `byteLength` fits: a
+   * program that moved on to another size would otherwise keep the cache full of sizes it no
+   * longer asks for, and pay page faults for every block of the size it does.
+   */
+  private makeRoom(byteLength: number): void {
+    while (this.idleBytes + byteLength > this.capacity) {
+      let stalest: Array<SharedArrayBuffer> | undefined
+      let stalestTaken = Infinity
+      for (const [size, list] of this.idle) {
+        const taken = this.lastTaken.get(size) ?? 0
+        if (size !== byteLength && list.length > 0 && taken < stalestTaken) {
+          stalest = list
+          stalestTaken = taken
+        }
+      }
+      const evicted = stalest?.pop()
+      if (evicted === undefined) return
+      this.idleBytes -= evicted.byteLength
+    }
   }
 
   private lentOf(byteLength: number): Set<Lent> {
@@ -251,6 +277,7 @@ class HostMemoryCache {
   private reclaim(lent: Lent): void {
     const byteLength = lent.keeper.byteLength
     if (!this.lent.get(byteLength)?.delete(lent)) return
+    this.makeRoom(byteLength)
     if (this.idleBytes + byteLength > this.capacity) return
     const list = this.idle.get(byteLength) ?? []
     list.push(lent.keeper)
