@@ -260,16 +260,22 @@ describe("views", () => {
 
   it("a large contiguous fill_ writes exactly its own elements, for every element size", () => {
     const rows = 3
-    const cols = 1 << 17
-    for (const [dtype, value] of [["float32", 1.5], ["bfloat16", -2], ["int64", 2n ** 40n + 3n], ["uint8", 7], ["float64", Math.PI]] as const) {
-      const t = Tensor.zeros([rows, cols], { dtype })
-      t.row(1).fill_(value)
-      const rowsRead = [0, 1, 2].map((r) => t.row(r))
-      expect(rowsRead[1].allclose(Tensor.full([cols], value, { dtype }))).toBe(true)
-      const read = Number(value)
-      expect([rowsRead[1].get(0), rowsRead[1].get(cols - 1)]).toEqual([read, read])
-      expect([rowsRead[0].get(cols - 1), rowsRead[2].get(0)]).toEqual([0, 0])
-      expect(Number(rowsRead[0].sum()) + Number(rowsRead[2].sum())).toBe(0)
+    // One row under the fill's chunk, and one over two chunks with an uneven tail.
+    for (const cols of [1 << 17, (5 << 19) + 3]) {
+      for (const [dtype, value] of [["float32", 1.5], ["bfloat16", -2], ["int64", 2n ** 40n + 3n], ["uint8", 7], ["float64", Math.PI]] as const) {
+        const t = Tensor.zeros([rows, cols], { dtype })
+        t.row(1).fill_(value)
+        const rowsRead = [0, 1, 2].map((r) => t.row(r))
+        // Every byte against Node's own fill of one element's bytes (the small-tensor path).
+        const element = Tensor.full([1], value, { dtype }).storage.bytes
+        const row = rowsRead[1]
+        const written = Buffer.from(row.storage.bytes.buffer, row.storage.bytes.byteOffset + row.byteOffset, row.nbytes)
+        expect(written.equals(Buffer.alloc(row.nbytes, element))).toBe(true)
+        const read = Number(value)
+        expect([row.get(0), row.get(cols - 1)]).toEqual([read, read])
+        expect([rowsRead[0].get(cols - 1), rowsRead[2].get(0)]).toEqual([0, 0])
+        expect(Number(rowsRead[0].sum()) + Number(rowsRead[2].sum())).toBe(0)
+      }
     }
   })
 
