@@ -1,5 +1,5 @@
 /** The errors of the tensorlane command. The command prints `<_tag>: <message>` and exits with 2. */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** A command line the command cannot run: unknown command or option, a malformed size or count. */
 export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {

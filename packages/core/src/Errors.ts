@@ -2,7 +2,7 @@
  * Every error tensorlane raises, as `Schema.TaggedError`s. Their `_tag`s are the contract of the
  * Effect face; the Promise face rejects with the same objects.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** A dtype name that tensorlane does not know, or an operation a dtype does not support. */
 export class DTypeError extends Schema.TaggedError<DTypeError>()("DTypeError", {

@@ -3,7 +3,8 @@
  * records every transfer of the cluster (actors report theirs with each call's result); each process
  * also opens a `tensorlane.transfer` span around the transfers it receives.
  */
-import { Effect, Metric } from "effect"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import type { TransferStat } from "./internal/messages.js"
 
 export const transferBytes = Metric.counter("tensorlane_transfer_bytes", {

@@ -3,7 +3,9 @@
  * acquisition, shut down on release), and the driver operations as Effects whose failures are the
  * typed errors of `Errors.ts`.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { ActorDefinition, ActorHandle } from "./Actor.js"
 import { type Cluster, type ClusterInspection, type CollectiveGroup, type GroupOptions, type SpawnOptions, type StartOptions, start } from "./Cluster.js"
 import type { TensorlaneError } from "./Errors.js"

@@ -4,7 +4,7 @@
  * ProtocolError, a missing native library core's NativeLibraryError.
  */
 import { registerErrorClasses } from "@tensorlane/core"
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * The ranks of a collective symmetric call disagree; raised on every rank. `what`: "size" (sizes

@@ -4,7 +4,7 @@
  * closes (every rank's scope must close in the same order, as with freeSymmetric).
  */
 import type { DType, Tensor, TensorlaneError } from "@tensorlane/core"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { SymmetricBackendError, SymmetricFreeError, SymmetricMismatchError } from "./Errors.js"
 import { type AllocateSymmetricOptions, type FreeSymmetricOptions, allocateSymmetric, freeSymmetric } from "./SymmetricMemory.js"
 

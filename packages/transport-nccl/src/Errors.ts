@@ -3,7 +3,7 @@
  * DeviceError, TimeoutError and TransferError it raises as well).
  */
 import { registerErrorClasses } from "@tensorlane/core"
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** No NVIDIA driver, no CUDA device, or not the device asked for: CUDA memory and NCCL communicators need one. */
 export class NoCudaDeviceError extends Schema.TaggedError<NoCudaDeviceError>()("NoCudaDeviceError", {

@@ -4,7 +4,8 @@
  * and the pool scopes as scoped resources (entered on acquire, registered on release).
  */
 import { type TensorlaneError } from "@tensorlane/core"
-import { Effect, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import type { NcclTransportError } from "./Errors.js"
 import { type PoolGroup, type RegistrationOptions, deregisterMemPool as deregisterPromise, registerMemPool as registerPromise } from "./MemPoolRegistration.js"
 import {

@@ -2,7 +2,7 @@
  * The messages of the control plane. Every header read from a socket is validated against these
  * schemas before it is acted on: a peer can send anything.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { ProtocolError } from "../Errors.js"
 
 const Bytes = Schema.Uint8Array

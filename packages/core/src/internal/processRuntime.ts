@@ -2,7 +2,7 @@
  * What every process of a cluster does with objects, driver and actors alike: turn a value into a
  * stored object (producing), and turn an owner's ObjectInfo back into a value (consuming).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { currentAllocator } from "../Allocator.js"
 import { DeviceError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import type { GetOptions } from "../InActor.js"
