@@ -94,11 +94,10 @@ const resolveTransports = async (
 }
 
 interface RawSendModule {
-  readonly measureRawSend: (options: {
-    sizes: ReadonlyArray<number>
-    warmups: number
-    repeats: number
-  }) => Promise<{ readonly results: ReadonlyArray<{ readonly bytes: number; readonly medianMs: number }> }>
+  readonly openRawSend: (options: { warmups: number }) => Promise<{
+    readonly measure: (bytes: number, repeats: number) => Promise<{ readonly medianMs: number }>
+    readonly close: () => Promise<void>
+  }>
 }
 
 /** One timed path of the DESIGN §5 scenario: how the producer makes n bytes and how the consumer counts them. */
@@ -154,21 +153,22 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const { start } = await import("@tensorlane/core")
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
   const perRun = warmups + repeats
-  const total = sizes.length * (2 + transports.length * perRun) + (transports.includes("gloo") ? 1 : 0)
+  const total = sizes.length * ((transports.includes("gloo") ? 3 : 2) + transports.length * perRun)
   let done = 0
   const step = (label: string) => progress(++done, total, label)
 
-  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows.
-  const rawGloo = new Map<number, number>()
-  if (transports.includes("gloo")) {
-    const { measureRawSend } = (await import("@tensorlane/transport-gloo/bench/raw-send" as string)) as RawSendModule
-    for (const r of (await measureRawSend({ sizes, warmups, repeats })).results) rawGloo.set(r.bytes, r.medianMs)
-    step("raw Gloo")
-  }
+  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows,
+  // measured at each size beside memcpy and TCP loopback, just before that size's cells.
+  const rawGloo = transports.includes("gloo")
+    ? await ((await import("@tensorlane/transport-gloo/bench/raw-send" as string)) as RawSendModule).openRawSend({ warmups })
+    : undefined
 
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
-  const cluster = await start({ transports: [...modules] })
+  const cluster = await start({ transports: [...modules] }).catch(async (error: unknown) => {
+    await rawGloo?.close()
+    throw error
+  })
   try {
     const [producer] = await cluster.spawn(Producer)
     const [consumer] = await cluster.spawn(Consumer)
@@ -183,7 +183,8 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       step(`memcpy ${formatSize(bytes)}`)
       const tcp = await tcpLoopbackMs(bytes, repeats, warmups)
       step(`TCP loopback ${formatSize(bytes)}`)
-      const raw = rawGloo.get(bytes)
+      const raw = rawGloo === undefined ? undefined : (await rawGloo.measure(bytes, repeats)).medianMs
+      if (raw !== undefined) step(`raw Gloo ${formatSize(bytes)}`)
       limits.push({ bytes, memcpyMs: memcpy, tcpMs: tcp, ...(raw !== undefined ? { rawGlooMs: raw } : {}) })
       const scenarioOf = (transport: string): Scenario => ({
         label: transport,
@@ -224,7 +225,11 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     }
     for (const group of groups) await group.destroy()
   } finally {
-    await cluster.shutdown()
+    try {
+      await cluster.shutdown()
+    } finally {
+      await rawGloo?.close()
+    }
   }
   const cpus = os.cpus()
   return {

@@ -6,7 +6,7 @@
  * includes one small-message hop), median of `repeats` after `warmups`.
  *
  *   node packages/transport-gloo/bench/rawSend.mjs [bytes...]   prints the figures as JSON
- *   import { measureRawSend } from "@tensorlane/transport-gloo/bench/raw-send"
+ *   import { measureRawSend, openRawSend } from "@tensorlane/transport-gloo/bench/raw-send"
  */
 import { fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -48,7 +48,7 @@ const connect = async (rank, link) => {
   return group
 }
 
-/** The receiving side: for every size, receives each iteration's object and acknowledges it. */
+/** The receiving side: for every measurement, receives each iteration's object and acknowledges it. */
 const peer = async () => {
   const link = channel(process)
   const group = await connect(1, link)
@@ -56,12 +56,12 @@ const peer = async () => {
   for (;;) {
     const message = await link.next()
     if (message.done) break
-    const { bytes, iterations } = message
+    const { tag, bytes, iterations } = message
     const into = new Uint8Array(new SharedArrayBuffer(bytes))
     link.send({ ready: true })
     for (let i = 0; i < iterations; i++) {
-      await group.receive(0, `raw-${bytes}-${i}`, [into], HOUR).promise
-      await group.send(0, `ack-${bytes}-${i}`, [ack], HOUR).promise
+      await group.receive(0, `raw-${tag}-${i}`, [into], HOUR).promise
+      await group.send(0, `ack-${tag}-${i}`, [ack], HOUR).promise
     }
     if (into[bytes - 1] !== (bytes - 1) % 251) throw new Error(`raw gloo bench: the last byte of ${bytes} arrived wrong`)
   }
@@ -69,34 +69,59 @@ const peer = async () => {
   process.disconnect()
 }
 
-/** Medians (ms) and throughput of a one-way addon send for each size, between this process and a child. */
-export const measureRawSend = async ({ sizes = DEFAULT_SIZES, warmups = 2, repeats = 7 } = {}) => {
+/**
+ * A sender in this process and a receiving child, connected once: `measure(bytes, repeats)` times
+ * a one-way send of that size (after `warmups`), whenever the caller wants it (a benchmark measures
+ * each size beside its other limits); `close()` ends the child.
+ */
+export const openRawSend = async ({ warmups = 2 } = {}) => {
   const child = fork(fileURLToPath(import.meta.url), ["--peer"], { serialization: "advanced", stdio: "inherit" })
   const link = channel(child)
+  const exited = new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)))
+  let group
   try {
-    const group = await connect(0, link)
-    const ack = new Uint8Array(new SharedArrayBuffer(1))
-    const results = []
-    for (const bytes of sizes) {
+    group = await connect(0, link)
+  } catch (error) {
+    child.kill()
+    await exited
+    throw error
+  }
+  const ack = new Uint8Array(new SharedArrayBuffer(1))
+  let round = 0
+  return {
+    measure: async (bytes, repeats) => {
+      const tag = `${bytes}-${round++}`
       const data = new Uint8Array(new SharedArrayBuffer(bytes))
       for (let i = 0; i < bytes; i++) data[i] = i % 251
-      link.send({ bytes, iterations: warmups + repeats })
+      link.send({ tag, bytes, iterations: warmups + repeats })
       await link.next()
-      const samples = []
+      const samplesMs = []
       for (let i = 0; i < warmups + repeats; i++) {
         const start = process.hrtime.bigint()
-        await group.send(1, `raw-${bytes}-${i}`, [data], HOUR).promise
-        await group.receive(1, `ack-${bytes}-${i}`, [ack], HOUR).promise
-        if (i >= warmups) samples.push(Number(process.hrtime.bigint() - start) / 1e6)
+        await group.send(1, `raw-${tag}-${i}`, [data], HOUR).promise
+        await group.receive(1, `ack-${tag}-${i}`, [ack], HOUR).promise
+        if (i >= warmups) samplesMs.push(Number(process.hrtime.bigint() - start) / 1e6)
       }
-      const medianMs = median(samples)
-      results.push({ bytes, medianMs, gbPerS: bytes / (medianMs / 1e3) / 1e9, samplesMs: samples })
-    }
-    link.send({ done: true })
-    group.destroy()
+      const medianMs = median(samplesMs)
+      return { bytes, medianMs, gbPerS: bytes / (medianMs / 1e3) / 1e9, samplesMs }
+    },
+    close: async () => {
+      link.send({ done: true })
+      group.destroy()
+      await exited
+    },
+  }
+}
+
+/** Medians (ms) and throughput of a one-way addon send for each size, between this process and a child. */
+export const measureRawSend = async ({ sizes = DEFAULT_SIZES, warmups = 2, repeats = 7 } = {}) => {
+  const raw = await openRawSend({ warmups })
+  try {
+    const results = []
+    for (const bytes of sizes) results.push(await raw.measure(bytes, repeats))
     return { path: "gloo raw addon, one-way send + 1-byte ack, two processes", warmups, repeats, results }
   } finally {
-    await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)))
+    await raw.close()
   }
 }
 
