@@ -39,6 +39,7 @@ def main():
     parser.add_argument("--sizes", required=True, help="bytes, comma-separated")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmups", type=int, default=2)
+    parser.add_argument("--steady-calls", type=int, default=32)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -49,17 +50,23 @@ def main():
     group = create_collective_group([producer, consumer], backend="torch_gloo")
     paths = {"ray-rdt-gloo": producer.make_gloo, "ray-object-store": producer.make}
     rows = []
+
+    def call(path, make, n):
+        t0 = time.perf_counter()
+        numel = ray.get(consumer.numel.remote(make.remote(n)))
+        ms = (time.perf_counter() - t0) * 1e3
+        if numel != n // 4:
+            raise RuntimeError(f"{path}: the consumer saw {numel} elements, {n // 4} expected")
+        return ms
+
     for n in sizes:
+        # Warm-ups as tensorlane's bench runs them: each path's, in turn, and more rounds until the
+        # size has been made --steady-calls times.
+        for _ in range(max(args.warmups, -(-args.steady_calls // len(paths)))):
+            for path, make in paths.items():
+                call(path, make, n)
         for path, make in paths.items():
-            samples = []
-            for i in range(args.warmups + args.repeats):
-                t0 = time.perf_counter()
-                numel = ray.get(consumer.numel.remote(make.remote(n)))
-                ms = (time.perf_counter() - t0) * 1e3
-                if numel != n // 4:
-                    raise RuntimeError(f"{path}: the consumer saw {numel} elements, {n // 4} expected")
-                if i >= args.warmups:
-                    samples.append(ms)
+            samples = [call(path, make, n) for _ in range(args.repeats)]
             median = statistics.median(samples)
             rows.append({"path": path, "bytes": n, "medianMs": median, "gbps": n / median / 1e6, "samplesMs": samples})
     destroy_collective_group(group)
