@@ -48,6 +48,8 @@ export interface BenchResult {
   readonly host: { readonly platform: string; readonly cpus: number; readonly cpuModel: string; readonly memoryGiB: number }
   readonly repeats: number
   readonly warmups: number
+  /** Calls of each size, all transports together, before its first timed run (warm-ups included). */
+  readonly steadyCalls: number
   readonly minTimeMs: number
   readonly transports: ReadonlyArray<string>
   readonly sizes: ReadonlyArray<number>
@@ -254,6 +256,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     },
     repeats,
     warmups,
+    steadyCalls: STEADY_CALLS,
     minTimeMs,
     transports,
     sizes,

@@ -42,7 +42,7 @@ describe("tensorlane bench", () => {
     expect(stdout).toMatch(/^\| gloo \| 1 MiB \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|$/m)
 
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
-    expect(result).toMatchObject({ repeats: 3, warmups: 2, minTimeMs: 0, sizes: [4096, 1 << 20], transports: ["object-store", "gloo", "nixl"] })
+    expect(result).toMatchObject({ repeats: 3, warmups: 2, steadyCalls: 32, minTimeMs: 0, sizes: [4096, 1 << 20], transports: ["object-store", "gloo", "nixl"] })
     expect(result.rows).toHaveLength(6)
     for (const row of result.rows) {
       expect(row.samplesMs).toHaveLength(3)

@@ -48,6 +48,7 @@ describe("chart", () => {
     host: { platform: "linux x64", cpus: 2, cpuModel: "test", memoryGiB: 24 },
     repeats: 7,
     warmups: 2,
+    steadyCalls: 32,
     minTimeMs: 0,
     transports: ["a<b"],
     sizes: [4096, 1 << 20],

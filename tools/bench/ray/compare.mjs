@@ -59,7 +59,7 @@ await new Promise((resolve) => setTimeout(resolve, Number(values["settle-s"]) * 
 
 process.stderr.write("Ray: RDT over Gloo and the object store...\n")
 const ray = JSON.parse(
-  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups], {
+  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups, "--steady-calls", String(ours.steadyCalls)], {
     ...process.env,
     RAY_AUTH_MODE: "disabled",
   }),
@@ -73,7 +73,7 @@ const ms = (x) => x.toFixed(2)
 const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
 
 console.log(
-  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
+  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${ours.steadyCalls} calls per size, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
 )
 console.log("| size | Ray RDT gloo | tensorlane gloo | Ray / tensorlane | Ray object store | tensorlane object-store | Ray / tensorlane | tensorlane nixl |")
 console.log("|---|---|---|---|---|---|---|---|")

@@ -39,6 +39,7 @@ def main():
     parser.add_argument("--sizes", required=True, help="bytes, comma-separated")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmups", type=int, default=2)
+    # compare.mjs passes tensorlane's figure (its bench JSON's steadyCalls).
     parser.add_argument("--steady-calls", type=int, default=32)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
