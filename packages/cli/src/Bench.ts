@@ -39,7 +39,9 @@ export interface BenchLimits {
   readonly bytes: number
   readonly memcpyMs: number
   readonly tcpMs: number
+  /** The median of raw Gloo's samples, taken just before and just after the gloo cell. */
   readonly rawGlooMs?: number
+  readonly rawGlooSamplesMs?: ReadonlyArray<number>
 }
 
 export interface BenchResult {
@@ -97,7 +99,7 @@ const resolveTransports = async (
 
 interface RawSendModule {
   readonly openRawSend: (options: { warmups: number }) => Promise<{
-    readonly measure: (bytes: number, repeats: number) => Promise<{ readonly medianMs: number }>
+    readonly measure: (bytes: number, repeats: number) => Promise<{ readonly samplesMs: ReadonlyArray<number> }>
     readonly close: () => Promise<void>
   }>
 }
@@ -120,6 +122,8 @@ export interface Scenario {
 }
 
 const MAX_RUNS = 1000
+/** A pause before raw Gloo is timed, for what the actors do once idle after a cell (a collection: 5 to 20 ms). */
+const SETTLE_MS = 100
 /**
  * Calls of a size before its first timed run, all transports together: core's host-memory cache
  * reaches its steady state (8 blocks of 64 MiB circulating) after about 30 calls of a size, and every
@@ -161,12 +165,12 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const { start } = await import("@tensorlane/core")
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
   const perRun = warmups + repeats
-  const total = sizes.length * ((transports.includes("gloo") ? 3 : 2) + transports.length * perRun)
+  const total = sizes.length * ((transports.includes("gloo") ? 4 : 2) + transports.length * perRun)
   let done = 0
   const step = (label: string) => progress(++done, total, label)
 
-  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows,
-  // measured at each size beside memcpy and TCP loopback, just before that size's cells.
+  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
+  // connected pair for the run, measured just before and just after each gloo cell (rawAround).
   const rawGloo = transports.includes("gloo")
     ? await ((await import("@tensorlane/transport-gloo/bench/raw-send" as string)) as RawSendModule).openRawSend({ warmups })
     : undefined
@@ -191,9 +195,6 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       step(`memcpy ${formatSize(bytes)}`)
       const tcp = await tcpLoopbackMs(bytes, repeats, warmups)
       step(`TCP loopback ${formatSize(bytes)}`)
-      const raw = rawGloo === undefined ? undefined : (await rawGloo.measure(bytes, repeats)).medianMs
-      if (raw !== undefined) step(`raw Gloo ${formatSize(bytes)}`)
-      limits.push({ bytes, memcpyMs: memcpy, tcpMs: tcp, ...(raw !== undefined ? { rawGlooMs: raw } : {}) })
       const scenarioOf = (transport: string): Scenario => ({
         label: transport,
         make: () => producer.make.options({ tensorTransport: transport })(bytes),
@@ -216,15 +217,18 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
           else progress(done, total, `warming up ${formatSize(bytes)}: ${calls} calls`)
         }
       }
-      for (const transport of transports) {
-        const samples = await timeScenario(cluster, scenarioOf(transport), (timed) => {
-          // The bar moves over the first warmups + repeats runs; runs past them only show their count.
-          const run = warmups + timed
-          if (run <= perRun) step(`${transport} ${formatSize(bytes)} ${run}/${perRun}`)
-          else progress(done, total, `${transport} ${formatSize(bytes)} ${run}`)
-        })
+      const rawSamples: Array<number> = []
+      const rawAround = async (when: string): Promise<void> => {
+        if (rawGloo === undefined) return
+        // The actors finish what they do once idle (a collection) before the pair is timed.
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
+        rawSamples.push(...(await rawGloo.measure(bytes, repeats)).samplesMs)
+        step(`raw Gloo ${formatSize(bytes)} ${when}`)
+      }
+      const rowFor = (transport: string, samples: Array<number>): BenchRow => {
         const ms = median(samples)
-        rows.push({
+        const raw = transport === "gloo" && rawSamples.length > 0 ? median(rawSamples) : undefined
+        return {
           transport,
           bytes,
           medianMs: ms,
@@ -232,9 +236,26 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
           samplesMs: samples,
           memcpyRatio: memcpy / ms,
           tcpRatio: tcp / ms,
-          ...(transport === "gloo" && raw !== undefined ? { rawGlooRatio: raw / ms } : {}),
-        })
+          ...(raw !== undefined ? { rawGlooRatio: raw / ms } : {}),
+        }
       }
+      for (const transport of transports) {
+        if (transport === "gloo") await rawAround("before")
+        const samples = await timeScenario(cluster, scenarioOf(transport), (timed) => {
+          // The bar moves over the first warmups + repeats runs; runs past them only show their count.
+          const run = warmups + timed
+          if (run <= perRun) step(`${transport} ${formatSize(bytes)} ${run}/${perRun}`)
+          else progress(done, total, `${transport} ${formatSize(bytes)} ${run}`)
+        })
+        if (transport === "gloo") await rawAround("after")
+        rows.push(rowFor(transport, samples))
+      }
+      limits.push({
+        bytes,
+        memcpyMs: memcpy,
+        tcpMs: tcp,
+        ...(rawSamples.length > 0 ? { rawGlooMs: median(rawSamples), rawGlooSamplesMs: rawSamples } : {}),
+      })
     }
     for (const group of groups) await group.destroy()
   } finally {

@@ -59,6 +59,10 @@ describe("tensorlane bench", () => {
       expect(limits.memcpyMs).toBeGreaterThan(0)
       expect(limits.tcpMs).toBeGreaterThan(0)
       expect(limits.rawGlooMs).toBeGreaterThan(0)
+      // 3 just before the gloo cell and 3 just after it.
+      expect(limits.rawGlooSamplesMs).toHaveLength(6)
+      const sorted = [...limits.rawGlooSamplesMs!].sort((a, b) => a - b)
+      expect(limits.rawGlooMs).toBe((sorted[2] + sorted[3]) / 2)
     }
 
     const chart = fs.readFileSync(svg, "utf8")

@@ -48,22 +48,31 @@ const connect = async (rank, link) => {
   return group
 }
 
-/** The receiving side: for every measurement, receives each iteration's object and acknowledges it. */
+/** Buffers of each size, made (and their pages touched) on first use, then reused like raw Gloo's own. */
+const buffersBySize = (make) => {
+  const made = new Map()
+  return (bytes) => {
+    let buffer = made.get(bytes)
+    if (buffer === undefined) made.set(bytes, (buffer = make(bytes)))
+    return buffer
+  }
+}
+
+/** The receiving side: receives each send it is told of into its buffer of that size, and acknowledges it. */
 const peer = async () => {
   const link = channel(process)
   const group = await connect(1, link)
   const ack = new Uint8Array(new SharedArrayBuffer(1))
+  const into = buffersBySize((bytes) => new Uint8Array(new SharedArrayBuffer(bytes)).fill(1))
   for (;;) {
     const message = await link.next()
     if (message.done) break
-    const { tag, bytes, iterations } = message
-    const into = new Uint8Array(new SharedArrayBuffer(bytes))
+    const { tag, bytes } = message
+    const buffer = into(bytes)
     link.send({ ready: true })
-    for (let i = 0; i < iterations; i++) {
-      await group.receive(0, `raw-${tag}-${i}`, [into], HOUR).promise
-      await group.send(0, `ack-${tag}-${i}`, [ack], HOUR).promise
-    }
-    if (into[bytes - 1] !== (bytes - 1) % 251) throw new Error(`raw gloo bench: the last byte of ${bytes} arrived wrong`)
+    await group.receive(0, `raw-${tag}`, [buffer], HOUR).promise
+    if (buffer[bytes - 1] !== (bytes - 1) % 251) throw new Error(`raw gloo bench: the last byte of ${bytes} arrived wrong`)
+    await group.send(0, `ack-${tag}`, [ack], HOUR).promise
   }
   group.destroy()
   process.disconnect()
@@ -71,8 +80,9 @@ const peer = async () => {
 
 /**
  * A sender in this process and a receiving child, connected once: `measure(bytes, repeats)` times
- * a one-way send of that size (after `warmups`), whenever the caller wants it (a benchmark measures
- * each size beside its other limits); `close()` ends the child.
+ * `repeats` one-way sends of that size after `warmups`, whenever the caller wants (a benchmark
+ * measures each size just before and after its own runs of it, so that both see the machine in the
+ * same state), with the same buffers each time; `close()` ends the child.
  */
 export const openRawSend = async ({ warmups = 2 } = {}) => {
   const child = fork(fileURLToPath(import.meta.url), ["--peer"], { serialization: "advanced", stdio: "inherit" })
@@ -87,21 +97,28 @@ export const openRawSend = async ({ warmups = 2 } = {}) => {
     throw error
   }
   const ack = new Uint8Array(new SharedArrayBuffer(1))
-  let round = 0
+  const data = buffersBySize((bytes) => {
+    const buffer = new Uint8Array(new SharedArrayBuffer(bytes))
+    for (let i = 0; i < bytes; i++) buffer[i] = i % 251
+    return buffer
+  })
+  let sent = 0
+  const sample = async (bytes) => {
+    const tag = sent++
+    const buffer = data(bytes)
+    // The receiver posts its receive as it answers: the timed part is the send and its ack only.
+    link.send({ tag, bytes })
+    await link.next()
+    const start = process.hrtime.bigint()
+    await group.send(1, `raw-${tag}`, [buffer], HOUR).promise
+    await group.receive(1, `ack-${tag}`, [ack], HOUR).promise
+    return Number(process.hrtime.bigint() - start) / 1e6
+  }
   return {
     measure: async (bytes, repeats) => {
-      const tag = `${bytes}-${round++}`
-      const data = new Uint8Array(new SharedArrayBuffer(bytes))
-      for (let i = 0; i < bytes; i++) data[i] = i % 251
-      link.send({ tag, bytes, iterations: warmups + repeats })
-      await link.next()
+      for (let i = 0; i < warmups; i++) await sample(bytes)
       const samplesMs = []
-      for (let i = 0; i < warmups + repeats; i++) {
-        const start = process.hrtime.bigint()
-        await group.send(1, `raw-${tag}-${i}`, [data], HOUR).promise
-        await group.receive(1, `ack-${tag}-${i}`, [ack], HOUR).promise
-        if (i >= warmups) samplesMs.push(Number(process.hrtime.bigint() - start) / 1e6)
-      }
+      for (let i = 0; i < repeats; i++) samplesMs.push(await sample(bytes))
       const medianMs = median(samplesMs)
       return { bytes, medianMs, gbPerS: bytes / (medianMs / 1e3) / 1e9, samplesMs }
     },
