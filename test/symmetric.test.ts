@@ -296,7 +296,7 @@ describe.skipIf(fs.existsSync("/dev/nvidia0"))("GPU backends, as far as a machin
       expect(e).toMatchObject({ reason: "not-initialized", message: expect.stringContaining("nvshmemx_hostlib_init_attr returned") })
       expect(e.message).toContain("rank 2")
       // No driver here to make cuda:0 current with (the default device); NVSHMEM's init was still tried.
-      expect(e.message).toContain("(no device made current: libcuda.so.1")
+      expect(e.message).toContain("(no device made current: dlopen(libcuda.so.1) failed: libcuda.so.1")
     }
     // Remembered: refused at once, on every rank, without another bootstrap.
     const again = await failuresOnAll((w) => w.alloc("g", [16], "float32", { group: "sym", backend: "nvshmem" }))

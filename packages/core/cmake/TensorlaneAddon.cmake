@@ -3,13 +3,14 @@
 # finds this file through node's resolution of @tensorlane/core and calls
 #   tensorlane_addon(<name> [LIBS <libraries to link>...])
 # then adds what is its own (find_package, extra include folders or definitions) to target <name>.
-# The addon's native code includes AddonFailure.h, which lies beside this file.
+# The addon's native code includes AddonFailure.h and RuntimeLibrary.h, which lie beside this file.
 
 if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
 endif()
 find_package(Threads REQUIRED)
-# AddonFailure.h, the error type every addon shares, lies beside this file.
+# AddonFailure.h (the error type every addon shares) and RuntimeLibrary.h (libraries opened at run
+# time) lie beside this file.
 set(TENSORLANE_ADDON_INCLUDE ${CMAKE_CURRENT_LIST_DIR})
 
 function(tensorlane_addon name)

@@ -1,7 +1,7 @@
 #include "CudaDriver.h"
 
 #include "Failure.h"
-#include "RuntimeLibrary.h"
+#include <RuntimeLibrary.h>
 
 #include <dlfcn.h>
 
@@ -15,9 +15,9 @@ CudaDriver& CudaDriver::instance() {
 std::string CudaDriver::load(const std::string& path) {
   if (handle_ != nullptr) return "";
   std::string error;
-  void* handle = openRuntimeLibrary(path, error);
+  void* handle = tensorlane::openRuntimeLibrary(path, error);
   if (handle == nullptr) return error;
-  EntryPoints symbol(handle);
+  tensorlane::EntryPoints symbol(handle);
   symbol(init_, "cuInit");
   symbol(deviceGetCount_, "cuDeviceGetCount");
   symbol(deviceGet_, "cuDeviceGet");

@@ -2,7 +2,7 @@
 
 #include "Arguments.h"
 #include "Failure.h"
-#include "RuntimeLibrary.h"
+#include <RuntimeLibrary.h>
 
 #include <dlfcn.h>
 
@@ -22,9 +22,9 @@ void NvshmemLibrary::load(const std::string& path) {
     return;
   }
   std::string error;
-  void* handle = openRuntimeLibrary(path, error);
+  void* handle = tensorlane::openRuntimeLibrary(path, error);
   if (handle == nullptr) throw Failure(FailureCode::Library, error);
-  EntryPoints symbol(handle);
+  tensorlane::EntryPoints symbol(handle);
   symbol(initStatus_, "nvshmemx_init_status");
   symbol(getUniqueId_, "nvshmemx_get_uniqueid");
   symbol(setAttrUniqueIdArgs_, "nvshmemx_set_attr_uniqueid_args");

@@ -2,6 +2,7 @@
 
 #include "Failure.h"
 
+#include <RuntimeLibrary.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 
@@ -24,12 +25,10 @@ NixlLibrary& NixlLibrary::load(const std::string& path, const std::map<std::stri
     return *gLibrary;
   }
   for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 0);
-  // RTLD_LOCAL: NIXL's bundled UCX and grpc must not interpose on anything else in the process.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    throw Failure(FailureCode::Library, std::string("dlopen(") + path + ") failed: " + (error != nullptr ? error : "unknown error"));
-  }
+  // RTLD_LOCAL (openRuntimeLibrary): NIXL's bundled UCX and grpc must not interpose on anything else.
+  std::string error;
+  void* handle = tensorlane::openRuntimeLibrary(path, error);
+  if (handle == nullptr) throw Failure(FailureCode::Library, error);
   auto* library = new NixlLibrary();
   try {
     library->resolve(handle, path);
@@ -55,12 +54,7 @@ std::string NixlLibrary::loadedPath() {
 }
 
 void NixlLibrary::resolve(void* handle, const std::string& path) {
-  std::string missing;
-  auto symbol = [&](auto& field, const char* name) {
-    void* address = dlsym(handle, name);
-    if (address == nullptr) missing += std::string(missing.empty() ? "" : ", ") + name;
-    field = reinterpret_cast<std::remove_reference_t<decltype(field)>>(address);
-  };
+  tensorlane::EntryPoints symbol(handle);
   symbol(createConfiguredAgent, "nixl_capi_create_configured_agent");
   symbol(destroyAgent, "nixl_capi_destroy_agent");
   symbol(getPluginParams, "nixl_capi_get_plugin_params");
@@ -86,8 +80,8 @@ void NixlLibrary::resolve(void* handle, const std::string& path) {
   symbol(getXferStatus, "nixl_capi_get_xfer_status");
   symbol(releaseXferReq, "nixl_capi_release_xfer_req");
   symbol(destroyXferReq, "nixl_capi_destroy_xfer_req");
-  if (!missing.empty()) {
-    throw Failure(FailureCode::Library, path + " lacks " + missing + ": it is not the C API of nixl 1.5.x this addon was written for");
+  if (!symbol.missing().empty()) {
+    throw Failure(FailureCode::Library, path + " lacks " + symbol.missing() + ": it is not the C API of nixl 1.5.x this addon was written for");
   }
   path_ = path;
 }
