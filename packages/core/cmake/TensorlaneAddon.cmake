@@ -31,6 +31,7 @@ function(tensorlane_addon name)
   target_link_libraries(${name} PRIVATE ${CMAKE_JS_LIB} Threads::Threads ${CMAKE_DL_LIBS} ${ADDON_LIBS})
   # Never unmapped: Node dlcloses an addon when a worker that loaded it ends (the transfer agent is
   # one), while the addon's own threads (transfers, communicators) may still be returning through its
-  # code, and process-wide state (NIXL's agent, gloo's device) lives in its statics.
+  # code, the worker's isolate (deleted after) may still call the release callbacks of buffers it
+  # made, and process-wide state (NIXL's agent, gloo's device) lives in its statics.
   target_link_options(${name} PRIVATE -Wl,-z,nodelete)
 endfunction()

@@ -22,24 +22,9 @@ using CreateExternalSab = napi_status (*)(napi_env, void*, size_t, void (*)(void
 
 void releaseHolder(void* /*data*/, void* hint) { delete static_cast<Holder*>(hint); }
 
-/**
- * Keeps this addon loaded until the process ends. Node unloads an addon that only a worker thread
- * loaded when that worker's environment goes, and only then deletes the worker's isolate, whose
- * buffers' release callbacks (releaseHolder, ~Segment) live in this library.
- */
-void pinLibrary() {
-  static const bool pinned = [] {
-    Dl_info self;
-    return dladdr(reinterpret_cast<void*>(&releaseHolder), &self) != 0 && self.dli_fname != nullptr &&
-           dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
-  }();
-  if (!pinned) throw Failure(FailureCode::System, std::string("cannot pin the addon in memory: ") + (dlerror() ?: "dladdr failed"));
-}
-
 }  // namespace
 
 napi_value sharedBufferOver(napi_env env, const std::shared_ptr<Segment>& segment) {
-  pinLibrary();
   auto* holder = new Holder(segment);
   static const auto nodeApi = reinterpret_cast<CreateExternalSab>(dlsym(RTLD_DEFAULT, "node_api_create_external_sharedarraybuffer"));
   if (nodeApi != nullptr) {

@@ -9,8 +9,6 @@
 
 #include <napi.h>
 
-#include <dlfcn.h>
-
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -392,29 +390,7 @@ Napi::Value DeregisterWindow(const Napi::CallbackInfo& info) {
   });
 }
 
-/**
- * Keeps the addon mapped for the life of the process. Communicator threads are detached and run
- * addon code after their last promise settles; Node unloads an addon loaded only by a worker when
- * that worker exits, which would pull the code from under them.
- */
-void pinAddon() {
-  static const bool pinned = [] {
-    Dl_info self;
-    return dladdr(reinterpret_cast<void*>(&pinAddon), &self) != 0 && self.dli_fname != nullptr &&
-           dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
-  }();
-  if (!pinned) {
-    const char* error = dlerror();
-    throw Failure(FailureCode::Library, std::string("cannot pin the NCCL addon in memory: ") + (error != nullptr ? error : "dladdr failed"));
-  }
-}
-
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  try {
-    pinAddon();
-  } catch (const Failure& failure) {
-    throw failure.toError(env);
-  }
   exports.Set("loadNccl", Napi::Function::New(env, LoadNccl));
   exports.Set("loadCudart", Napi::Function::New(env, LoadCudart));
   exports.Set("loaded", Napi::Function::New(env, Loaded));
