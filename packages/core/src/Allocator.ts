@@ -140,16 +140,18 @@ const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () => void
  * (structured clone shares it); a FinalizationRegistry returns it when the handed object dies, and
  * after a collection WeakRefs tell at once which memory is free again.
  *
- * Collections belong to idle moments (`collectIdle`, after the process dropped large tensors), and
- * each costs the same whatever it frees (about 8 ms for an actor's heap here), so they wait until
- * an allocation would miss. A loop that frees a result and at once allocates the next cannot wait
- * for one, so a miss takes fresh memory while fewer than a size's allowance of blocks are out; an idle
- * collection runs once a size has its allowance out and none idle, recycles all but the one still
- * held, and raises that size's allowance by one (from 2 up to `mostBlocksOut`): a long loop of 64 MiB
- * results ends up collecting once every seven calls instead of after each (`tensorlane bench`, 64 MiB,
- * alternate runs: gloo 47-55 -> 33-35 ms median, object-store 46-76 -> 41-53, nixl 43-47 -> 30-37),
- * while a short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot,
- * which bounds the memory to what the program really holds.
+ * Collections belong to idle moments (`collectIdle`: an actor calls it after a call that dropped large
+ * tensors, and while a call waits for a receive, so that a producer and its consumer collect on the
+ * same call of a loop: object-store 64 MiB 20.2 -> 18.8 ms, gloo 24.8 -> 24.6, medians of alternate
+ * runs), and each costs the same whatever it frees (about 5 ms for an actor's heap here), so they
+ * wait until an allocation would miss. A loop that frees a result and at once allocates the next
+ * cannot wait for one, so a miss takes fresh memory while fewer than a size's allowance of blocks
+ * are out; an idle collection runs once a size has its allowance out and none idle, recycles all but
+ * the one still held, and raises that size's allowance by one (from 2 up to `mostBlocksOut`): a long
+ * loop of 64 MiB results ends up collecting once every seven calls instead of after each
+ * (`tensorlane bench`, 64 MiB, alternate runs: gloo 47-55 -> 33-35 ms median, object-store 46-76 ->
+ * 41-53, nixl 43-47 -> 30-37), while a short one pays for few fresh blocks. Beyond its allowance, a
+ * miss collects on the spot, which bounds the memory to what the program really holds.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()

@@ -143,7 +143,17 @@ class Actor {
     const transports = await loadTransports(init.transports, {
       fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
     })
-    const runtime = new ProcessRuntime(init.actorId, agent, new TensorStore(), transports, (id) => new ObjectRef(id, borrows))
+    const store = new TensorStore()
+    const runtime = new ProcessRuntime(
+      init.actorId,
+      agent,
+      store,
+      transports,
+      (id) => new ObjectRef(id, borrows),
+      // Waiting for a receive is idle time for this thread: a collection that is due (a size running
+      // out) runs now, beside the transfer, rather than after the call, on the next call's path.
+      () => recycleHostMemory(store.takeDroppedHostBytes()),
+    )
     const state = await definition.spec.init({ index: init.index, actorId: init.actorId })
     self = new Actor(init, definition, runtime, borrows, state)
     return self

@@ -59,6 +59,8 @@ export class ProcessRuntime {
     readonly transports: ReadonlyMap<string, TensorTransport>,
     /** Builds a ref handle of this process for an object id found inside a value. */
     readonly makeRef: (objectId: string) => ObjectRef<unknown>,
+    /** Runs once a transfer into this process is under way and this thread only waits for it. */
+    private readonly whileReceiving: () => void = () => {},
   ) {}
 
   transport(name: string): TensorTransport {
@@ -259,11 +261,16 @@ export class ProcessRuntime {
     const started = performance.now()
     await Effect.runPromise(
       Effect.tryPromise({
-        try: () =>
+        try: () => {
           // A collective receive stays with the agent, which numbers the group's collectives.
-          viaTransport.capabilities.anyThread && !request.collective
-            ? this.pending.track(receiveLabel(request), info.producer, options.timeoutMs, (signal) => receiveObject(viaTransport, request, signal))
-            : this.agent.command({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs }),
+          const transfer =
+            viaTransport.capabilities.anyThread && !request.collective
+              ? this.pending.track(receiveLabel(request), info.producer, options.timeoutMs, (signal) => receiveObject(viaTransport, request, signal))
+              : this.agent.command({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs })
+          // Once the microtasks that post the receive have run.
+          setImmediate(this.whileReceiving)
+          return transfer
+        },
         catch: (error) => error as Error,
       }).pipe(
         Effect.withSpan("tensorlane.transfer", {

@@ -1,0 +1,47 @@
+/**
+ * A process resolving an object: once the transfer into it is under way, the runtime tells its owner
+ * that the thread only waits (actors collect garbage then), after the transport started and before
+ * the bytes are in.
+ */
+import { expect, it } from "vitest"
+import type { AgentClient } from "../src/internal/agentClient.js"
+import { ProcessRuntime } from "../src/internal/processRuntime.js"
+import { tensorMeta } from "../src/internal/tensorMeta.js"
+import { encodeValue } from "../src/internal/valueCodec.js"
+import { Tensor } from "../src/Tensor.js"
+import { TensorStore } from "../src/TensorStore.js"
+import { defineTransport } from "../src/Transport.js"
+
+it("calls whileReceiving once the receive is posted, while the transfer is still in flight", async () => {
+  const events: Array<string> = []
+  let deliver: () => void = () => {}
+  // A one-sided transport that works on any thread: the runtime reads through it itself.
+  const slow = defineTransport({
+    name: "slow",
+    capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true },
+    fetch: ({ into }) => {
+      events.push("posted")
+      return new Promise<void>((resolve) => {
+        deliver = () => {
+          into[0].fill_(7)
+          events.push("delivered")
+          resolve()
+        }
+      })
+    },
+  })
+  // No agent: a transport that works on any thread is never routed through one.
+  const noAgent = {} as AgentClient
+  const runtime = new ProcessRuntime("consumer", noAgent, new TensorStore(), new Map([["slow", slow]]), (id) => id as never, () => {
+    events.push("waiting")
+    deliver()
+  })
+  const tensor = Tensor.zeros([4])
+  const { skeleton } = encodeValue(tensor)
+  const resolved = await runtime.resolve(
+    { objectId: "producer.1", producer: "producer", producerAddress: "", transport: "slow", skeleton, tensors: [tensorMeta(tensor)], refs: [] },
+    { timeoutMs: 10_000 },
+  )
+  expect(events).toEqual(["posted", "waiting", "delivered"])
+  expect((resolved.value as Tensor).toArray()).toEqual([7, 7, 7, 7])
+})
