@@ -28,53 +28,66 @@ const setKey = (target: Record<string, unknown>, key: string, value: unknown): v
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
 }
 
-export const encodeValue = (value: unknown): EncodedValue => {
-  const tensors: Array<Tensor> = []
-  const refs: Array<ObjectRef<unknown>> = []
-  const seen = new Map<object, unknown>()
+/** What `substitute` answers for an object it leaves alone (undefined is a value a ref may resolve to). */
+const KEEP: unique symbol = Symbol("keep")
+
+/**
+ * A copy of `root` through arrays, Maps, Sets and plain objects, with every object `substitute`
+ * answers for replaced by its answer. Shared parts stay shared and cycles cyclic; other objects
+ * (Dates, typed arrays, errors and the like) are kept as they are: they hold no tensors.
+ */
+const copyStructure = (root: unknown, substitute: (v: object) => unknown): unknown => {
+  const copies = new Map<object, unknown>()
   const walk = (v: unknown): unknown => {
     if (v === null || typeof v !== "object") return v
-    if (isTensor(v)) {
-      tensors.push(v)
-      return { [TENSOR_KEY]: tensors.length - 1 }
-    }
-    if (isObjectRef(v)) {
-      refs.push(v)
-      return { [REF_KEY]: v.id }
-    }
-    const known = seen.get(v)
-    if (known !== undefined) return known
+    const replaced = substitute(v)
+    if (replaced !== KEEP) return replaced
+    if (copies.has(v)) return copies.get(v)
     if (Array.isArray(v)) {
       const out: Array<unknown> = []
-      seen.set(v, out)
+      copies.set(v, out)
       for (const item of v) out.push(walk(item))
       return out
     }
     if (v instanceof Map) {
-      const out = new Map()
-      seen.set(v, out)
-      for (const [k, item] of v) {
-        const key = walk(k)
-        out.set(key, walk(item))
-      }
+      const out = new Map<unknown, unknown>()
+      copies.set(v, out)
+      for (const [k, item] of v) out.set(walk(k), walk(item))
       return out
     }
     if (v instanceof Set) {
-      const out = new Set()
-      seen.set(v, out)
+      const out = new Set<unknown>()
+      copies.set(v, out)
       for (const item of v) out.add(walk(item))
       return out
     }
     if (isPlainObject(v)) {
       const out: Record<string, unknown> = {}
-      seen.set(v, out)
+      copies.set(v, out)
       for (const key of Object.keys(v)) setKey(out, key, walk((v as Record<string, unknown>)[key]))
       return out
     }
-    // Dates, typed arrays, errors and the like: structured clone handles them as they are.
     return v
   }
-  const skeleton = v8.serialize(walk(value))
+  return walk(root)
+}
+
+export const encodeValue = (value: unknown): EncodedValue => {
+  const tensors: Array<Tensor> = []
+  const refs: Array<ObjectRef<unknown>> = []
+  const skeleton = v8.serialize(
+    copyStructure(value, (v) => {
+      if (isTensor(v)) {
+        tensors.push(v)
+        return { [TENSOR_KEY]: tensors.length - 1 }
+      }
+      if (isObjectRef(v)) {
+        refs.push(v)
+        return { [REF_KEY]: v.id }
+      }
+      return KEEP
+    }),
+  )
   return { skeleton, tensors, refs }
 }
 
@@ -115,39 +128,9 @@ export const decodeValue = (skeleton: Uint8Array, hooks: DecodeHooks): unknown =
   } catch (cause) {
     throw new ProtocolError({ message: `undecodable value skeleton: ${String(cause)}` })
   }
-  // Shared and cyclic parts of the skeleton stay shared and cyclic in the copy.
-  const copies = new Map<object, unknown>()
-  const walk = (v: unknown): unknown => {
-    if (v === null || typeof v !== "object") return v
+  return copyStructure(root, (v) => {
     const p = placeholder(v)
-    if (p !== undefined) return p.kind === "tensor" ? hooks.tensor(p.index) : hooks.ref(p.id)
-    if (copies.has(v)) return copies.get(v)
-    if (Array.isArray(v)) {
-      const out: Array<unknown> = []
-      copies.set(v, out)
-      for (const item of v) out.push(walk(item))
-      return out
-    }
-    if (v instanceof Map) {
-      const out = new Map<unknown, unknown>()
-      copies.set(v, out)
-      for (const [k, item] of v) out.set(walk(k), walk(item))
-      return out
-    }
-    if (v instanceof Set) {
-      const out = new Set<unknown>()
-      copies.set(v, out)
-      for (const item of v) out.add(walk(item))
-      return out
-    }
-    if (isPlainObject(v)) {
-      const out: Record<string, unknown> = {}
-      copies.set(v, out)
-      for (const key of Object.keys(v)) setKey(out, key, walk((v as Record<string, unknown>)[key]))
-      return out
-    }
-    // Dates, typed arrays, errors and the like hold no tensors: they are the deserializer's own copies.
-    return v
-  }
-  return walk(root)
+    if (p === undefined) return KEEP
+    return p.kind === "tensor" ? hooks.tensor(p.index) : hooks.ref(p.id)
+  })
 }
