@@ -1,10 +1,11 @@
 #include "Job.h"
 
+#include "JobThreads.h"
+
 #include <gloo/common/error.h>
 
 #include <algorithm>
 #include <string>
-#include <thread>
 
 namespace tlgloo {
 
@@ -29,7 +30,7 @@ Napi::Object Job::start(Napi::Env env) {
   tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function(), "tensorlane-gloo", 0, 1);
   auto self = shared_from_this();
   group_->attach(self);
-  std::thread([self] { self->execute(); }).detach();
+  JobThreads::run([self] { self->execute(); });
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", promise());
   handle.Set("abort", Napi::Function::New(env, [self](const Napi::CallbackInfo& info) {

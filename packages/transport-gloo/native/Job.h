@@ -16,9 +16,9 @@
 
 namespace tlgloo {
 
-// One blocking operation of a group (connect, send, receive, a collective), run on a thread of its
-// own: a long gloo wait must never hold the JS thread nor one of libuv's few pool threads. Its
-// promise settles on the JS thread through a thread-safe function.
+// One blocking operation of a group (connect, send, receive, a collective), run on one of the
+// addon's job threads (JobThreads.h): a long gloo wait must never hold the JS thread nor one of
+// libuv's few pool threads. Its promise settles on the JS thread through a thread-safe function.
 class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<PinnedBytes> memory, std::chrono::milliseconds timeout);
@@ -26,7 +26,7 @@ class Job : public std::enable_shared_from_this<Job> {
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 
-  // JS thread: starts the thread and returns { promise, abort } for JS.
+  // JS thread: hands the job to a thread and returns { promise, abort } for JS.
   Napi::Object start(Napi::Env env);
 
   // Any thread: ends the job's waits (gloo's abortWaitSend/abortWaitRecv); it then fails as aborted.

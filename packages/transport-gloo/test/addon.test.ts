@@ -75,6 +75,22 @@ describe("point to point", () => {
     expect(await peers[1].call("digest", { name: "twice/2" })).toBe(expected)
   })
 
+  // Every job blocks on its own thread: more waiting receives than the threads kept idle (16) must
+  // each get one, or sends made in the other order would wait for receives queued behind receives
+  // that wait for those sends. Twice, to reuse the threads kept.
+  it("keeps more receives waiting at once than it keeps idle threads, and each ends with its send", async () => {
+    for (const round of [1, 2]) {
+      const ids = Array.from({ length: 24 }, (_, i) => `waiting-${round}-${i}`)
+      await Promise.all(ids.map((id, i) => peers[0].call("alloc", { name: id, bytes: 128 * KiB, seed: i + 1 })))
+      await Promise.all(ids.map((id) => peers[1].call("alloc", { name: `${id}/in`, bytes: 128 * KiB })))
+      const receiving = Promise.all(ids.map((id) => peers[1].call("receive", { peer: 0, objectId: id, names: [`${id}/in`] })))
+      await new Promise((r) => setTimeout(r, 200))
+      await Promise.all([...ids].reverse().map((id) => peers[0].call("send", { peer: 1, objectId: id, names: [id] })))
+      await receiving
+      for (const id of ids) expect(await peers[1].call("digest", { name: `${id}/in` })).toBe(await peers[0].call("digest", { name: id }))
+    }
+  })
+
   // Inline (at most 64 KiB) or beside the header, on either side: the consumer checks the header
   // before it takes any byte, and a message can never overrun what it posted.
   it.each([
