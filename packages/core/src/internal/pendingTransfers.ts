@@ -19,24 +19,29 @@ export class PendingTransfers {
 
   /**
    * Runs `run` with a signal that aborts after `timeoutMs` (none when not finite or not positive);
-   * rejects with the abort's reason as soon as it is aborted, whatever the transport does.
+   * rejects with the abort's reason as soon as it is aborted, whatever the transport does. With
+   * `after`, the transfer is listed (and abortable) at once but starts, and its time limit with it,
+   * only once `after` resolves.
    */
-  track<A>(label: string, peer: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<A>): Promise<A> {
+  track<A>(label: string, peer: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<A>, after?: Promise<void>): Promise<A> {
     const id = this.nextId++
     const controller = new AbortController()
-    const timer =
-      Number.isFinite(timeoutMs) && timeoutMs > 0
-        ? setTimeout(
-            () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })),
-            timeoutMs,
-          )
-        : undefined
+    let timer: NodeJS.Timeout | undefined
     const aborted = new Promise<never>((_, reject) => {
       controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
     })
     aborted.catch(() => undefined)
     // A transport that throws instead of rejecting must not leak its entry and timer.
-    const running = Promise.resolve().then(() => run(controller.signal))
+    const running = (after ?? Promise.resolve()).then(() => {
+      if (controller.signal.aborted) throw controller.signal.reason
+      if (Number.isFinite(timeoutMs) && timeoutMs > 0) {
+        timer = setTimeout(
+          () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })),
+          timeoutMs,
+        )
+      }
+      return run(controller.signal)
+    })
     this.pending.set(id, { label, peer, controller })
     return Promise.race([running, aborted]).finally(() => {
       clearTimeout(timer)
@@ -47,6 +52,11 @@ export class PendingTransfers {
   /** Ends every transfer with `peer`: it died. */
   peerDied(peer: string): void {
     for (const p of this.pending.values()) if (p.peer === peer) fail(p, `${p.label} failed: ${peer} died`)
+  }
+
+  /** Ends the transfers labelled `label`: whoever asked for them gave up. */
+  cancel(label: string, why: string): void {
+    for (const p of this.pending.values()) if (p.label === label) fail(p, `${p.label}: ${why}`)
   }
 
   /** Ends every transfer (the thread is closing). */
