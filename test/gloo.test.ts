@@ -123,6 +123,46 @@ describe("progress and failures", () => {
     ref.release()
   })
 
+  // The producer's agent hears of the send when the consumer's call is submitted and starts it as soon
+  // as the object is registered, without waiting for the driver to dispatch the consumer's call.
+  it("a consumer's call submitted while the producer's method runs: the producer's agent waits with the send, then it moves", async () => {
+    const n = 4 << 20
+    const ref = sender.makeLater(n, 600)
+    const received = receiver.numel(ref)
+    const waiting = await eventually(
+      () => cluster.inspect(),
+      (i) => (i.processes[sender.actorId]?.pendingTransfers.length ?? 0) > 0,
+    )
+    expect(waiting.processes[sender.actorId]?.pendingTransfers).toEqual([expect.stringMatching(new RegExp(`^gloo ${ref.id} .* -> ${receiver.actorId}$`))])
+    expect(await take(received)).toBe(n / 4)
+    ref.release()
+  })
+
+  it("a producer's method failing after its consumer's call was submitted fails that call with its error and leaves no send waiting", async () => {
+    const ref = sender.failLater(300)
+    const error = await failureOf(() => take(receiver.numel(ref)))
+    expect((error as Error).message).toMatch(/failLater failed on purpose/)
+    ref.release()
+    // afterEach: the producer's agent lists no transfer any more (the driver cancelled the send).
+  })
+
+  it("a consumer dying while its producer's method runs leaves the producer's agent no send waiting", async () => {
+    const [victim] = await cluster.spawn(GlooWorker, { count: 1 })
+    const pair = await cluster.createCollectiveGroup([sender, victim], { backend: "gloo" })
+    const pid = await take(victim.pid())
+    const ref = sender.makeLater(4 << 20, 600)
+    const call = take(victim.numel(ref))
+    call.catch(() => undefined)
+    await eventually(
+      () => cluster.inspect(),
+      (i) => (i.processes[sender.actorId]?.pendingTransfers.length ?? 0) > 0,
+    )
+    process.kill(pid, "SIGKILL")
+    expect(tagOf(await call.catch((e: unknown) => e))).toBe("ActorDiedError")
+    ref.release()
+    await pair.destroy()
+  })
+
   it("a transfer between actors that share no gloo group fails at submission naming createCollectiveGroup", async () => {
     const ref = sender.randomTensor()
     const error = await failureOf(() => take(third.sum(ref)))

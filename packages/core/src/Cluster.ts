@@ -341,6 +341,14 @@ export class Cluster implements AsyncDisposable {
     const ref = new ObjectRef(entry.id, this.tracker)
     const pinned = argEntries.map((e) => e.id)
     for (const id of pinned) this.directory.acquire(id)
+    // An object still being made on a transport that matches transfers by object is sent as soon as
+    // its producer registers it, not once the driver has heard of it and dispatched this call: the
+    // producer's agent is told now and waits for it.
+    const early = argEntries.filter((e) => e.state === "pending" && routes.has(e.id) && this.transport(e.transport).capabilities.matchesByObject === true)
+    for (const e of early) {
+      const route = routes.get(e.id)!
+      this.startSend(e, route.group, record.id, route.toRank, true)
+    }
     const callId = this.nextCall++
     const previous = record.dispatched
     record.dispatched = (async () => {
@@ -369,9 +377,10 @@ export class Cluster implements AsyncDisposable {
       )
       for (const e of ready) {
         const route = routes.get(e.id)
-        if (route !== undefined) this.startSend(e, route.group, record.id, route.toRank)
+        if (route !== undefined && !early.some((x) => x.id === e.id)) this.startSend(e, route.group, record.id, route.toRank, false)
       }
     })().catch((error: Error) => {
+      for (const e of early) this.cancelSend(e, record.id)
       record.inFlight.delete(callId)
       this.directory.fail(entry, error)
       this.unpin(pinned)
@@ -383,8 +392,11 @@ export class Cluster implements AsyncDisposable {
     for (const id of ids) this.directory.release(id)
   }
 
-  /** The producer's half of a two-sided transfer, run by its agent even while its main thread is busy. */
-  private startSend(entry: Entry, group: string, to: string, toRank: number): void {
+  /**
+   * The producer's half of a two-sided transfer, run by its agent even while its main thread is busy;
+   * `whenRegistered`: the object is still being made, and the agent waits for it.
+   */
+  private startSend(entry: Entry, group: string, to: string, toRank: number, whenRegistered: boolean): void {
     const producer = this.actors.get(entry.producer)
     if (producer === undefined) return
     this.agentRequest(producer, {
@@ -396,9 +408,17 @@ export class Cluster implements AsyncDisposable {
       to,
       toRank,
       timeoutMs: this.options.transferTimeoutMs,
+      ...(whenRegistered ? { whenRegistered } : {}),
     }).catch(() => {
       // The receiver fails by itself: its own timeout, or PeerDied should the producer die (onActorDeath).
     })
+  }
+
+  /** Ends a send asked for early whose consumer's call was never sent (its producer failed, say). */
+  private cancelSend(entry: Entry, to: string): void {
+    const producer = this.actors.get(entry.producer)
+    if (!producer?.alive) return
+    this.agentRequest(producer, { _tag: "CancelSend", reqId: 0, objectId: entry.id, transport: entry.transport, to }, false).catch(() => undefined)
   }
 
   private onActorMessage(record: ActorRecord, message: FromActor): void {

@@ -29,6 +29,13 @@ export interface TransportCapabilities {
    * main thread is busy.
    */
   readonly anyThread?: boolean
+  /**
+   * Two-sided: a receive takes the send of its own object whatever the order they were made in (gloo
+   * derives its message slots from the object id; NCCL matches by order, so it must not say so). The
+   * producer's agent may then start a send as soon as the object exists, before the consumer's call
+   * is dispatched.
+   */
+  readonly matchesByObject?: boolean
 }
 
 /** The tensors of one object, as the producer holds them (views of the producer's own memory). */

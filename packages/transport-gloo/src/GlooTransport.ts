@@ -132,7 +132,8 @@ const destroy = (name: string): void => {
 export const gloo = defineTransport({
   name: TRANSPORT,
   // Groups are published natively, so a main thread receives through the agent's group itself.
-  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true },
+  // Slots derive from the object id: a receive takes its own object's send, whatever their order.
+  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true, matchesByObject: true },
 
   createGroup: async (setup) => {
     if (groups.has(setup.name)) {

@@ -55,9 +55,17 @@ afterEach(async () => {
 })
 
 describe("gloo transport", () => {
-  it("declares itself two-sided, grouped, abortable, cpu-only, and registers nothing", () => {
+  it("declares itself two-sided, grouped, abortable, cpu-only, matched by object, and registers nothing", () => {
     expect(gloo.name).toBe("gloo")
-    expect(gloo.capabilities).toEqual({ oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true })
+    expect(gloo.capabilities).toEqual({
+      oneSided: false,
+      needsGroup: true,
+      abortable: true,
+      devices: ["cpu"],
+      receiveIntoBuffers: true,
+      anyThread: true,
+      matchesByObject: true,
+    })
     expect(gloo.inspect!()).toEqual({ registrations: [] })
     const status = glooStatus()
     expect(status.ready).toBe(true)

@@ -114,6 +114,8 @@ export class Agent {
   private readonly held = new Map<string, Held>()
   private readonly groups = new Map<string, { setup: Omit<GroupSetup, "allGather">; backend: string }>()
   private readonly pending = new PendingTransfers()
+  /** Sends asked for before their object was registered, by object: each resolver starts one. */
+  private readonly awaitingRegistration = new Map<string, Set<() => void>>()
   private readonly outgoing = new Map<string, Promise<Connection>>()
   private readonly requests = new Map<number, OutgoingRequest>()
   private readonly gathers = new Map<string, { resolve: (blobs: ReadonlyArray<Uint8Array>) => void; reject: (error: Error) => void }>()
@@ -157,11 +159,11 @@ export class Agent {
         const object: TransportObject = { objectId: command.objectId, tensors: command.tensors.map(fromWireTensor) }
         // Held before any await: heldObject() relies on a queued registration taking effect at once.
         if (command.registeredByMain) {
-          this.held.set(command.objectId, { transport, object, registeredHere: false })
+          this.hold(command.objectId, { transport, object, registeredHere: false })
           return undefined
         }
         const metadata = await transport.extractMetadata?.(object)
-        this.held.set(command.objectId, { transport, object, registeredHere: true })
+        this.hold(command.objectId, { transport, object, registeredHere: true })
         return metadata
       }
       case "release": {
@@ -188,6 +190,14 @@ export class Agent {
       case "close":
         return this.close()
     }
+  }
+
+  /** Holds a registered object and starts the sends that were waiting for it. */
+  private hold(objectId: string, held: Held): void {
+    this.held.set(objectId, held)
+    const waiting = this.awaitingRegistration.get(objectId)
+    this.awaitingRegistration.delete(objectId)
+    for (const resolve of waiting ?? []) resolve()
   }
 
   private receive(command: Extract<AgentCommand, { op: "receive" }>): Promise<void> {
@@ -326,6 +336,27 @@ export class Agent {
     return this.held.get(objectId)
   }
 
+  /**
+   * Resolves `done` once the main thread registers `objectId` (a send asked for before its object
+   * existed); `stop` forgets the wait.
+   */
+  private registration(objectId: string): { done: Promise<void>; stop: () => void } {
+    let resolve!: () => void
+    const done = new Promise<void>((r) => (resolve = r))
+    const waiting = this.awaitingRegistration.get(objectId) ?? new Set<() => void>()
+    waiting.add(resolve)
+    this.awaitingRegistration.set(objectId, waiting)
+    const stop = () => {
+      waiting.delete(resolve)
+      if (waiting.size === 0 && this.awaitingRegistration.get(objectId) === waiting) this.awaitingRegistration.delete(objectId)
+    }
+    return { done, stop }
+  }
+
+  private sendLabel(request: { transport: string; objectId: string; to: string }): string {
+    return `${request.transport} ${request.objectId} ${this.options.processId} -> ${request.to}`
+  }
+
   private async serve(request: AgentRequest, connection: Connection): Promise<void> {
     switch (request._tag) {
       case "Fetch": {
@@ -344,21 +375,37 @@ export class Agent {
         return
       }
       case "Send": {
-        const held = this.heldObject(request.objectId)
-        if (held === undefined) {
-          throw new ObjectFreedError({ message: `object ${request.objectId} is not held by ${this.options.processId}`, objectId: request.objectId })
+        const notHeld = () =>
+          new ObjectFreedError({ message: `object ${request.objectId} is not held by ${this.options.processId}`, objectId: request.objectId })
+        if (this.heldObject(request.objectId) === undefined && !request.whenRegistered) throw notHeld()
+        const registered = this.held.has(request.objectId) ? undefined : this.registration(request.objectId)
+        try {
+          if (!this.groups.has(request.group)) {
+            throw new MissingGroupError({ message: `${this.options.processId} is not in group "${request.group}"`, backend: request.transport })
+          }
+          const transport = this.transport(request.transport)
+          // Listed (and ended by a cancel or the consumer's death) while it waits for its object.
+          await this.pending.track(
+            this.sendLabel(request),
+            request.to,
+            request.timeoutMs,
+            async (signal) => {
+              const held = this.held.get(request.objectId)
+              if (held === undefined) throw notHeld()
+              return transport.send!({ object: held.object, group: request.group, toRank: request.toRank, signal })
+            },
+            registered?.done,
+          )
+        } finally {
+          registered?.stop()
         }
-        if (!this.groups.has(request.group)) {
-          throw new MissingGroupError({ message: `${this.options.processId} is not in group "${request.group}"`, backend: request.transport })
-        }
-        const transport = this.transport(request.transport)
-        const label = `${request.transport} ${request.objectId} ${this.options.processId} -> ${request.to}`
-        await this.pending.track(label, request.to, request.timeoutMs, (signal) =>
-          transport.send!({ object: held.object, group: request.group, toRank: request.toRank, signal }),
-        )
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return
       }
+      case "CancelSend":
+        this.pending.cancel(this.sendLabel(request), "its consumer's call was not sent")
+        connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
+        return
       case "Broadcast": {
         const held = this.heldObject(request.objectId)
         if (held === undefined) {

@@ -147,7 +147,14 @@ export const AgentRequest = Schema.Union([
     to: Id,
     toRank: Schema.Number,
     timeoutMs: Schema.Number,
+    /**
+     * Asked for before the object exists (its consumer's call was submitted while the producer's
+     * method ran): the send waits for the object's registration instead of failing, then starts.
+     */
+    whenRegistered: Schema.optional(Schema.Boolean),
   }),
+  /** The owner gave up on a send it asked for (its consumer's call was never sent). */
+  Schema.TaggedStruct("CancelSend", { reqId: Schema.Number, objectId: Id, transport: Schema.String, to: Id }),
   Schema.TaggedStruct("GroupCreate", { reqId: Schema.Number, setup: GroupSetup }),
   Schema.TaggedStruct("GroupDestroy", { reqId: Schema.Number, name: Schema.String, backend: Schema.String }),
   Schema.TaggedStruct("Gathered", { reqId: Schema.Number, group: Schema.String, blobs: Schema.Array(Bytes) }),
