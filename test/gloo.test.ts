@@ -146,6 +146,21 @@ describe("progress and failures", () => {
     // afterEach: the producer's agent lists no transfer any more (the driver cancelled the send).
   })
 
+  // Its dispatch may come long after the object is made: the send's time limit must not run from there.
+  it("a call queued behind a call still waiting for its arguments has its send started at its own dispatch", async () => {
+    const slow = third.makeLater.options({ tensorTransport: "object-store" })(1024, 800)
+    const first = receiver.numel(slow)
+    const ref = sender.makeLater(4 << 20, 100)
+    const second = receiver.numel(ref)
+    await sleep(400)
+    // The object exists by now and the second call is not sent yet: no send is waiting for it.
+    expect((await cluster.inspect()).processes[sender.actorId]?.pendingTransfers).toEqual([])
+    expect(await take(first)).toBe(256)
+    expect(await take(second)).toBe((4 << 20) / 4)
+    slow.release()
+    ref.release()
+  })
+
   it("a consumer dying while its producer's method runs leaves the producer's agent no send waiting", async () => {
     const [victim] = await cluster.spawn(GlooWorker, { count: 1 })
     const pair = await cluster.createCollectiveGroup([sender, victim], { backend: "gloo" })

@@ -101,6 +101,8 @@ interface ActorRecord {
   alive: boolean
   /** Calls are dispatched to an actor in submission order: each waits for the previous one to be sent. */
   dispatched: Promise<void>
+  /** Calls submitted and not yet sent (nor failed). */
+  undispatched: number
   readonly inFlight: Map<number, { entry: Entry; method: string; pinned: ReadonlyArray<string> }>
   readonly exited: Promise<void>
 }
@@ -278,6 +280,7 @@ export class Cluster implements AsyncDisposable {
         agent: undefined,
         alive: true,
         dispatched: Promise.resolve(),
+        undispatched: 0,
         inFlight: new Map(),
         exited,
       }
@@ -343,8 +346,13 @@ export class Cluster implements AsyncDisposable {
     for (const id of pinned) this.directory.acquire(id)
     // An object still being made on a transport that matches transfers by object is sent as soon as
     // its producer registers it, not once the driver has heard of it and dispatched this call: the
-    // producer's agent is told now and waits for it.
-    const early = argEntries.filter((e) => e.state === "pending" && routes.has(e.id) && this.transport(e.transport).capabilities.matchesByObject === true)
+    // producer's agent is told now and waits for it. Not behind calls still waiting to be sent: this
+    // one's dispatch could then come long after the object, and the send's time limit runs from it.
+    const behindOthers = record.undispatched > 0
+    record.undispatched++
+    const early = behindOthers
+      ? []
+      : argEntries.filter((e) => e.state === "pending" && routes.has(e.id) && this.transport(e.transport).capabilities.matchesByObject === true)
     for (const e of early) {
       const route = routes.get(e.id)!
       this.startSend(e, route.group, record.id, route.toRank, true)
@@ -379,12 +387,16 @@ export class Cluster implements AsyncDisposable {
         const route = routes.get(e.id)
         if (route !== undefined && !early.some((x) => x.id === e.id)) this.startSend(e, route.group, record.id, route.toRank, false)
       }
-    })().catch((error: Error) => {
-      for (const e of early) this.cancelSend(e, record.id)
-      record.inFlight.delete(callId)
-      this.directory.fail(entry, error)
-      this.unpin(pinned)
-    })
+    })()
+      .catch((error: Error) => {
+        for (const e of early) this.cancelSend(e, record.id)
+        record.inFlight.delete(callId)
+        this.directory.fail(entry, error)
+        this.unpin(pinned)
+      })
+      .finally(() => {
+        record.undispatched--
+      })
     return ref
   }
 
