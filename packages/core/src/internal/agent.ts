@@ -23,7 +23,7 @@ import { metaMismatch, tensorMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName, unknownTransport } from "./transportRegistry.js"
 import { type WireTensor, fromWireTensor } from "./wireTensor.js"
 import { fromWireError, toWireError } from "./wireError.js"
-import { PendingTransfers } from "./pendingTransfers.js"
+import { PendingTransfers, transferLabel } from "./pendingTransfers.js"
 import { receiveLabel, receiveObject } from "./receiveObject.js"
 
 export type AgentCommand =
@@ -354,7 +354,7 @@ export class Agent {
   }
 
   private sendLabel(request: { transport: string; objectId: string; to: string }): string {
-    return `${request.transport} ${request.objectId} ${this.options.processId} -> ${request.to}`
+    return transferLabel(request.transport, request.objectId, this.options.processId, request.to)
   }
 
   private async serve(request: AgentRequest, connection: Connection): Promise<void> {
@@ -377,8 +377,9 @@ export class Agent {
       case "Send": {
         const notHeld = () =>
           new ObjectFreedError({ message: `object ${request.objectId} is not held by ${this.options.processId}`, objectId: request.objectId })
-        if (this.heldObject(request.objectId) === undefined && !request.whenRegistered) throw notHeld()
-        const registered = this.held.has(request.objectId) ? undefined : this.registration(request.objectId)
+        const held = this.heldObject(request.objectId)
+        if (held === undefined && !request.whenRegistered) throw notHeld()
+        const registered = held === undefined ? this.registration(request.objectId) : undefined
         try {
           if (!this.groups.has(request.group)) {
             throw new MissingGroupError({ message: `${this.options.processId} is not in group "${request.group}"`, backend: request.transport })
@@ -390,9 +391,10 @@ export class Agent {
             request.to,
             request.timeoutMs,
             async (signal) => {
-              const held = this.held.get(request.objectId)
-              if (held === undefined) throw notHeld()
-              return transport.send!({ object: held.object, group: request.group, toRank: request.toRank, signal })
+              // Registered by now, unless released meanwhile.
+              const current = this.held.get(request.objectId)
+              if (current === undefined) throw notHeld()
+              return transport.send!({ object: current.object, group: request.group, toRank: request.toRank, signal })
             },
             registered?.done,
           )

@@ -10,6 +10,10 @@ interface Pending {
   readonly controller: AbortController
 }
 
+/** The label of a transfer of one object between two processes, as both ends list it. */
+export const transferLabel = (transport: string, objectId: string, from: string, to: string): string =>
+  `${transport} ${objectId} ${from} -> ${to}`
+
 /** Aborts a transfer with a TransferError naming its transport (a label's first word). */
 const fail = (p: Pending, message: string): void => p.controller.abort(new TransferError({ message, transport: p.label.split(" ")[0] }))
 

@@ -6,6 +6,7 @@ import { MissingGroupError, UnsupportedOperationError } from "../Errors.js"
 import type { Tensor } from "../Tensor.js"
 import type { TensorTransport } from "../Transport.js"
 import type { ObjectInfo } from "./messages.js"
+import { transferLabel } from "./pendingTransfers.js"
 import { checkReceived } from "./tensorMeta.js"
 
 export interface ReceiveObject {
@@ -21,7 +22,7 @@ export interface ReceiveObject {
 }
 
 export const receiveLabel = ({ via, info, consumer }: Pick<ReceiveObject, "via" | "info" | "consumer">): string =>
-  `${via} ${info.objectId} ${info.producer} -> ${consumer}`
+  transferLabel(via, info.objectId, info.producer, consumer)
 
 export const receiveObject = async (transport: TensorTransport, request: ReceiveObject, signal: AbortSignal): Promise<void> => {
   const { info, via, into } = request
