@@ -3,6 +3,21 @@ import { PendingTransfers } from "../src/internal/pendingTransfers.ts"
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+/** A transfer to "b" without a time limit that waits for `after`, and whether it ever started. */
+const waitingTransfer = (pending: PendingTransfers, label: string, after: Promise<void>) => {
+  const state = { started: false }
+  const transfer = pending.track(
+    label,
+    "b",
+    0,
+    async () => {
+      state.started = true
+    },
+    after,
+  )
+  return { transfer, state }
+}
+
 describe("PendingTransfers", () => {
   it("a transfer with `after` is listed at once, starts only once `after` resolves, and its time limit only then", async () => {
     const pending = new PendingTransfers()
@@ -33,44 +48,26 @@ describe("PendingTransfers", () => {
 
   it("cancel ends the transfers of a label, waiting or running, and never starts a waiting one", async () => {
     const pending = new PendingTransfers()
-    let started = false
-    const waiting = pending.track(
-      "gloo o-2 a -> b",
-      "b",
-      0,
-      async () => {
-        started = true
-      },
-      new Promise<void>(() => undefined),
-    )
+    const waiting = waitingTransfer(pending, "gloo o-2 a -> b", new Promise<void>(() => undefined))
     const running = pending.track("gloo o-3 a -> b", "b", 0, () => new Promise<void>(() => undefined))
     const other = pending.track("gloo o-4 a -> c", "c", 0, () => sleep(20))
     pending.cancel("gloo o-2 a -> b", "its consumer's call was not sent")
     pending.cancel("gloo o-3 a -> b", "its consumer's call was not sent")
-    await expect(waiting).rejects.toThrow("gloo o-2 a -> b: its consumer's call was not sent")
+    await expect(waiting.transfer).rejects.toThrow("gloo o-2 a -> b: its consumer's call was not sent")
     await expect(running).rejects.toMatchObject({ _tag: "TransferError", transport: "gloo" })
     await other
-    expect(started).toBe(false)
+    expect(waiting.state.started).toBe(false)
     expect(pending.labels()).toEqual([])
   })
 
   it("a waiting transfer whose object arrives after a cancel is not started", async () => {
     const pending = new PendingTransfers()
     let release!: () => void
-    let started = false
-    const transfer = pending.track(
-      "gloo o-5 a -> b",
-      "b",
-      0,
-      async () => {
-        started = true
-      },
-      new Promise<void>((resolve) => (release = resolve)),
-    )
+    const waiting = waitingTransfer(pending, "gloo o-5 a -> b", new Promise<void>((resolve) => (release = resolve)))
     pending.cancel("gloo o-5 a -> b", "cancelled")
-    await expect(transfer).rejects.toThrow("cancelled")
+    await expect(waiting.transfer).rejects.toThrow("cancelled")
     release()
     await sleep(10)
-    expect(started).toBe(false)
+    expect(waiting.state.started).toBe(false)
   })
 })
