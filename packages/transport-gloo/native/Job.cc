@@ -30,6 +30,7 @@ Napi::Object Job::start(Napi::Env env) {
   tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function(), "tensorlane-gloo", 0, 1);
   auto self = shared_from_this();
   group_->attach(self);
+  attempt(&Job::post);
   JobThreads::run([self] { self->execute(); });
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", promise());
@@ -99,9 +100,9 @@ void Job::waitAll() {
   }
 }
 
-void Job::execute() {
+void Job::attempt(void (Job::*step)()) {
   try {
-    run();
+    (this->*step)();
   } catch (const Failure& f) {
     failure_ = f;
     // A peer that announces other data than agreed leaves unmatched messages on the pair.
@@ -110,6 +111,10 @@ void Job::execute() {
     failure_ = classify(e);
     group_->markBroken(failure_->what());
   }
+}
+
+void Job::execute() {
+  if (!failure_.has_value()) attempt(&Job::run);
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
   std::vector<std::shared_ptr<void>> owned;
   bool incomplete;

@@ -2,6 +2,9 @@
 
 #include "PairJob.h"
 
+#include <memory>
+#include <vector>
+
 namespace tlgloo {
 
 // The consumer's half of a transfer: waits for the producer's header, checks it against the byte
@@ -12,7 +15,12 @@ class ReceiveJob : public PairJob {
   using PairJob::PairJob;
 
  protected:
+  // The header's receive, posted by the caller: the producer's send leaves as soon as it arrives.
+  void post() override;
   void run() override;
+
+ private:
+  std::shared_ptr<std::vector<char>> announced_;
 };
 
 }  // namespace tlgloo

@@ -144,6 +144,8 @@ describe("aborts and timeouts", () => {
     await peers[2].call("alloc", { name: "x", bytes: 16 })
     const started = Date.now()
     expect((await failureOf(peers[2].call("send", { peer: 0, objectId: "x", names: ["x"] }))).code).toBe("broken")
+    // A receive posts its header's receive on the calling thread: it fails there, and settles the same way.
+    expect((await failureOf(peers[2].call("receive", { peer: 0, objectId: "y", names: ["x"] }))).code).toBe("broken")
     expect(Date.now() - started).toBeLessThan(1000)
     await Promise.all(peers.map((p) => p.call("destroy")))
     await connectGroup(peers)
