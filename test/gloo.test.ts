@@ -146,6 +146,13 @@ describe("progress and failures", () => {
     // afterEach: the producer's agent lists no transfer any more (the driver cancelled the send).
   })
 
+  it("a producer's method returning no tensor after its consumer's call was submitted leaves no send waiting", async () => {
+    const ref = sender.plainLater({ answer: 42 }, 300)
+    expect(await take(receiver.echo(ref))).toEqual({ answer: 42 })
+    ref.release()
+    // afterEach: the producer's agent lists no transfer (nothing was registered, so nothing is sent).
+  })
+
   // Its dispatch may come long after the object is made: the send's time limit must not run from there.
   it("a call queued behind a call still waiting for its arguments has its send started at its own dispatch", async () => {
     const slow = third.makeLater.options({ tensorTransport: "object-store" })(1024, 800)

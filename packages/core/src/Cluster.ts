@@ -385,7 +385,13 @@ export class Cluster implements AsyncDisposable {
       )
       for (const e of ready) {
         const route = routes.get(e.id)
-        if (route !== undefined && !early.some((x) => x.id === e.id)) this.startSend(e, route.group, record.id, route.toRank, false)
+        if (route === undefined) continue
+        const sentEarly = early.some((x) => x.id === e.id)
+        // A value without tensors travels whole in its info: there is nothing to send, and the
+        // producer never registers it, so a send asked for early would wait for it forever.
+        if (e.info!.tensors.length === 0) {
+          if (sentEarly) this.cancelSend(e, record.id)
+        } else if (!sentEarly) this.startSend(e, route.group, record.id, route.toRank, false)
       }
     })()
       .catch((error: Error) => {
@@ -426,7 +432,7 @@ export class Cluster implements AsyncDisposable {
     })
   }
 
-  /** Ends a send asked for early whose consumer's call was never sent (its producer failed, say). */
+  /** Ends a send asked for early that will not happen: its consumer's call was never sent (its producer failed, say), or its object holds no tensor. */
   private cancelSend(entry: Entry, to: string): void {
     const producer = this.actors.get(entry.producer)
     if (!producer?.alive) return

@@ -405,7 +405,7 @@ export class Agent {
         return
       }
       case "CancelSend":
-        this.pending.cancel(this.sendLabel(request), "its consumer's call was not sent")
+        this.pending.cancel(this.sendLabel(request), "its owner no longer needs it")
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return
       case "Broadcast": {

@@ -153,7 +153,7 @@ export const AgentRequest = Schema.Union([
      */
     whenRegistered: Schema.optional(Schema.Boolean),
   }),
-  /** The owner gave up on a send it asked for (its consumer's call was never sent). */
+  /** The owner gave up on a send it asked for (its consumer's call was never sent, or its object holds no tensor). */
   Schema.TaggedStruct("CancelSend", { reqId: Schema.Number, objectId: Id, transport: Schema.String, to: Id }),
   Schema.TaggedStruct("GroupCreate", { reqId: Schema.Number, setup: GroupSetup }),
   Schema.TaggedStruct("GroupDestroy", { reqId: Schema.Number, name: Schema.String, backend: Schema.String }),
