@@ -153,6 +153,19 @@ describe("progress and failures", () => {
     // afterEach: the producer's agent lists no transfer (nothing was registered, so nothing is sent).
   })
 
+  it("a call whose first argument cannot be received still takes in the others: no producer is left sending to it", async () => {
+    const pair = await cluster.createCollectiveGroup([third, receiver], { backend: "gloo" })
+    const lost = third.makeLater(16 * 1024, 300)
+    const kept = sender.make(1 << 20)
+    const call = receiver.echo([lost, kept])
+    // The call is sent once `lost` exists, with a route through a group that is gone by then.
+    await pair.destroy()
+    expect(tagOf(await failureOf(() => take(call)))).toBe("MissingGroupError")
+    lost.release()
+    kept.release()
+    // afterEach: the sender lists no send (its transfer to the receiver ended).
+  })
+
   // Its dispatch may come long after the object is made: the send's time limit must not run from there.
   it("a call queued behind a call still waiting for its arguments has its send started at its own dispatch", async () => {
     const slow = third.makeLater.options({ tensorTransport: "object-store" })(1024, 800)

@@ -33,7 +33,7 @@ export interface TransportCapabilities {
    * Two-sided: a receive takes the send of its own object whatever the order they were made in (gloo
    * derives its message slots from the object id; NCCL matches by order, so it must not say so). The
    * producer's agent may then start a send as soon as the object exists, before the consumer's call
-   * is dispatched.
+   * is dispatched, and a consumer receives several such objects of one call at once.
    */
   readonly matchesByObject?: boolean
 }

@@ -18,7 +18,7 @@ import { toWireTensor } from "./wireTensor.js"
 import { Connection } from "./connection.js"
 import type { Frame } from "./frame.js"
 import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decodeToActor } from "./messages.js"
-import { ProcessRuntime, quarantine, tensorsFromBytes } from "./processRuntime.js"
+import { ProcessRuntime, type Resolved, quarantine, tensorsFromBytes } from "./processRuntime.js"
 import { validateMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName } from "./transportRegistry.js"
 import { decodeValue } from "./valueCodec.js"
@@ -299,22 +299,61 @@ class Actor {
 
   private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
     const byValue = tensorsFromBytes(call.argTensors.map(validateMeta), body ?? new Uint8Array(0), `call ${call.callId}`)
+    const outcomes = await this.receiveAll(call.refs)
     const resolved = new Map<string, unknown>()
-    for (const info of call.refs) {
-      const r = await this.runtime.resolve(info, { timeoutMs: this.init.transferTimeoutMs })
+    call.refs.forEach((info, i) => {
+      const outcome = outcomes[i]!
+      if (outcome.status === "rejected") return
+      const r = outcome.value
       resolved.set(info.objectId, r.value)
       if (r.stat !== undefined) transfers.push(r.stat)
       if (r.received) {
         this.runtime.store.holdReceived(info.objectId, r.value, r.tensors)
         received.push(info.objectId)
       }
-    }
+    })
+    const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected")
+    if (failed !== undefined) throw failed.reason
     const args = decodeValue(call.args, {
       tensor: (i) => byValue[i] ?? missing(`argument tensor ${i}`),
       ref: (id) => (resolved.has(id) ? resolved.get(id) : missing(`argument object ${id}`)),
     })
     if (!Array.isArray(args)) throw new ProtocolError({ message: "call arguments are not a list" })
     return args
+  }
+
+  /**
+   * Takes in every object a call refers to, even once one has failed: its producer is sending the
+   * others, and would wait for them until its time limit (a transport that matches by order would
+   * also pair its later transfers wrongly). Transfers that match by object, or need no producer,
+   * run at once; the others one after another, in the order the owner asked for their sends.
+   */
+  private async receiveAll(refs: ReadonlyArray<ObjectInfo>): Promise<Array<PromiseSettledResult<Resolved>>> {
+    const outcomes = new Array<PromiseSettledResult<Resolved>>(refs.length)
+    const take = (i: number): Promise<void> =>
+      this.runtime.resolve(refs[i]!, { timeoutMs: this.init.transferTimeoutMs }).then(
+        (value) => void (outcomes[i] = { status: "fulfilled", value }),
+        (reason: unknown) => void (outcomes[i] = { status: "rejected", reason }),
+      )
+    const inOrder: Array<number> = []
+    const atOnce: Array<Promise<void>> = []
+    refs.forEach((info, i) => (this.orderFree(info.transport) ? atOnce.push(take(i)) : inOrder.push(i)))
+    for (const i of inOrder) await take(i)
+    await Promise.all(atOnce)
+    return outcomes
+  }
+
+  /**
+   * Whether a transfer over `transport` pairs with its send whatever the order (one-sided, or matched
+   * by object). An unknown transport counts as ordered: its object then fails in turn, naming it.
+   */
+  private orderFree(transport: string): boolean {
+    try {
+      const capabilities = this.runtime.transport(transport).capabilities
+      return capabilities.oneSided || capabilities.matchesByObject === true
+    } catch {
+      return false
+    }
   }
 
   private context(): ActorContext {
