@@ -153,6 +153,26 @@ describe("progress and failures", () => {
     // afterEach: the producer's agent lists no transfer (nothing was registered, so nothing is sent).
   })
 
+  it("a call never sent because another argument failed still takes in an object sent to it early, as a copy", async () => {
+    const early = sender.makeLater(1 << 20, 300)
+    const failing = third.failLater.options({ tensorTransport: "object-store" })(100)
+    const call = receiver.echo([early, failing])
+    expect(((await failureOf(() => take(call))) as Error).message).toMatch(/failLater failed on purpose/)
+    // Its send was posted once the object existed, and a posted gloo send cannot be taken back: the
+    // receiver takes the object in (and keeps the copy for its later calls) instead of leaving it posted.
+    const inspection = await eventually(
+      () => cluster.inspect(),
+      (i) => i.processes[receiver.actorId]?.received.includes(early.id) === true,
+    )
+    expect(inspection.processes[receiver.actorId]?.received).toContain(early.id)
+    expect(inspection.processes[sender.actorId]?.pendingTransfers).toEqual([])
+    const before = await bytesMoved("gloo")
+    expect(await take(receiver.numel(early))).toBe((1 << 20) / 4)
+    expect(await bytesMoved("gloo")).toBe(before)
+    early.release()
+    failing.release()
+  })
+
   it("a call whose first argument cannot be received still takes in the others: no producer is left sending to it", async () => {
     const pair = await cluster.createCollectiveGroup([third, receiver], { backend: "gloo" })
     const lost = third.makeLater(16 * 1024, 300)

@@ -395,7 +395,7 @@ export class Cluster implements AsyncDisposable {
       }
     })()
       .catch((error: Error) => {
-        for (const e of early) this.cancelSend(e, record.id)
+        for (const e of early) this.endEarlySend(e, record, routes.get(e.id)!)
         record.inFlight.delete(callId)
         this.directory.fail(entry, error)
         this.unpin(pinned)
@@ -432,7 +432,26 @@ export class Cluster implements AsyncDisposable {
     })
   }
 
-  /** Ends a send asked for early that will not happen: its consumer's call was never sent (its producer failed, say), or its object holds no tensor. */
+  /**
+   * A send asked for early whose consumer's call will not be sent. While its object is not made the
+   * send only waits, and is cancelled; once the object exists the send may be posted, and a posted
+   * two-sided send cannot be taken back: the consumer takes the object in as a copy instead (kept
+   * until the object is freed, and used by its later calls), so that nothing stays posted.
+   */
+  private endEarlySend(entry: Entry, consumer: ActorRecord, route: { group: string; rank: number }): void {
+    if (entry.state !== "ready" || entry.info!.tensors.length === 0 || !consumer.alive) {
+      this.cancelSend(entry, consumer.id)
+      return
+    }
+    this.directory.acquire(entry.id)
+    this.prefetch(consumer, entry, { ...entry.info!, route: { group: route.group, rank: route.rank } }, false)
+      .catch(() => {
+        // Its own failure (the consumer died, the group broke) ends the send as well.
+      })
+      .finally(() => this.directory.release(entry.id))
+  }
+
+  /** Ends a send asked for early that will not happen: its consumer's call was never sent, or its object holds no tensor. */
   private cancelSend(entry: Entry, to: string): void {
     const producer = this.actors.get(entry.producer)
     if (!producer?.alive) return
