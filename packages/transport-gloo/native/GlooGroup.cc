@@ -65,6 +65,7 @@ Napi::Function GlooGroup::Define(Napi::Env env) {
                          InstanceAccessor<&GlooGroup::Rank>("rank"),
                          InstanceAccessor<&GlooGroup::Size>("size"),
                          InstanceAccessor<&GlooGroup::Broken>("broken"),
+                         InstanceAccessor<&GlooGroup::Stranded>("stranded"),
                          InstanceMethod<&GlooGroup::Address>("address"),
                          InstanceMethod<&GlooGroup::Connect>("connect"),
                          InstanceMethod<&GlooGroup::Send>("send"),
@@ -74,6 +75,7 @@ Napi::Function GlooGroup::Define(Napi::Env env) {
                          InstanceMethod<&GlooGroup::Destroy>("destroy"),
                          InstanceMethod<&GlooGroup::Publish>("publish"),
                          StaticMethod<&GlooGroup::Attach>("attach"),
+                         StaticMethod<&GlooGroup::Published>("published"),
                      });
 }
 
@@ -110,6 +112,14 @@ Napi::Value GlooGroup::Size(const Napi::CallbackInfo& info) {
 Napi::Value GlooGroup::Broken(const Napi::CallbackInfo& info) {
   const std::string reason = state_->brokenReason();
   return reason.empty() ? info.Env().Undefined() : Napi::String::New(info.Env(), reason);
+}
+
+Napi::Value GlooGroup::Stranded(const Napi::CallbackInfo& info) {
+  const GroupState::Stranded stranded = state_->stranded();
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("operations", Napi::Number::New(info.Env(), static_cast<double>(stranded.operations)));
+  out.Set("bytes", Napi::Number::New(info.Env(), static_cast<double>(stranded.bytes)));
+  return out;
 }
 
 Napi::Value GlooGroup::Address(const Napi::CallbackInfo& info) {
@@ -232,6 +242,13 @@ Napi::Value GlooGroup::Attach(const Napi::CallbackInfo& info) {
     auto external = Napi::External<std::shared_ptr<GroupState>>::New(info.Env(), &state);
     return info.This().As<Napi::Function>().New({external});
   });
+}
+
+Napi::Value GlooGroup::Published(const Napi::CallbackInfo& info) {
+  const std::vector<std::string> names = GroupRegistry::names();
+  Napi::Array out = Napi::Array::New(info.Env(), names.size());
+  for (size_t i = 0; i < names.size(); i++) out.Set(static_cast<uint32_t>(i), Napi::String::New(info.Env(), names[i]));
+  return out;
 }
 
 }  // namespace tlgloo

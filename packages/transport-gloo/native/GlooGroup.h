@@ -21,6 +21,7 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   Napi::Value Rank(const Napi::CallbackInfo& info);
   Napi::Value Size(const Napi::CallbackInfo& info);
   Napi::Value Broken(const Napi::CallbackInfo& info);
+  Napi::Value Stranded(const Napi::CallbackInfo& info);
   Napi::Value Address(const Napi::CallbackInfo& info);
   Napi::Value Connect(const Napi::CallbackInfo& info);
   Napi::Value Send(const Napi::CallbackInfo& info);
@@ -30,6 +31,7 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   Napi::Value Destroy(const Napi::CallbackInfo& info);
   Napi::Value Publish(const Napi::CallbackInfo& info);
   static Napi::Value Attach(const Napi::CallbackInfo& info);
+  static Napi::Value Published(const Napi::CallbackInfo& info);
 
   Napi::Value Transfer(const Napi::CallbackInfo& info, bool sending);
 

@@ -38,4 +38,13 @@ std::shared_ptr<GroupState> GroupRegistry::find(const std::string& name) {
   return it == registry().end() ? nullptr : it->second.lock();
 }
 
+std::vector<std::string> GroupRegistry::names() {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  std::vector<std::string> names;
+  for (const auto& [name, state] : registry()) {
+    if (!state.expired()) names.push_back(name);
+  }
+  return names;
+}
+
 }  // namespace tlgloo

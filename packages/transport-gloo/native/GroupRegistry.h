@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tlgloo {
 
@@ -17,6 +18,8 @@ class GroupRegistry {
   static void withdraw(const std::string& name, const GroupState* state);
   // Null when no group of that name is published (never created here, or destroyed).
   static std::shared_ptr<GroupState> find(const std::string& name);
+  // The names of the published groups that are alive.
+  static std::vector<std::string> names();
 };
 
 }  // namespace tlgloo

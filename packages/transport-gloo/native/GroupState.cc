@@ -120,6 +120,13 @@ bool GroupState::retirePinned(std::vector<PinnedBytes>& pinned) {
   return true;
 }
 
+GroupState::Stranded GroupState::stranded() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for (const auto& p : retiredPinned_) bytes += p.size();
+  return Stranded{retiredBuffers_.size(), bytes};
+}
+
 void GroupState::close() {
   std::vector<std::shared_ptr<Job>> running;
   {

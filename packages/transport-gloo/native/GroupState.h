@@ -63,6 +63,13 @@ class GroupState {
   bool retire(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<std::shared_ptr<void>>& owned);
   // JS thread: the tensor memory of such an operation. False (nothing kept) once closed.
   bool retirePinned(std::vector<PinnedBytes>& pinned);
+  // What the retired operations keep until close(): their posted buffers, and the bytes of tensor
+  // memory pinned for them.
+  struct Stranded {
+    size_t operations;
+    size_t bytes;
+  };
+  Stranded stranded();
 
   // JS thread: aborts running jobs, closes the pairs, then drops what was retired. Idempotent.
   void close();

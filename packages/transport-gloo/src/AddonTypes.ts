@@ -23,6 +23,11 @@ export interface NativeGroup {
   readonly size: number
   /** Why the group no longer works (a gloo timeout or I/O error poisons its context), else undefined. */
   readonly broken: string | undefined
+  /**
+   * What aborted operations keep until the group is destroyed: gloo cannot take back a posted send
+   * or receive, so its buffers (and the tensor memory pinned for them) stay with the group.
+   */
+  readonly stranded: { readonly operations: number; readonly bytes: number }
   /** This rank's blob for the all-gather: the address of each of its pairs. */
   address(): Uint8Array
   /** Connects every pair with every rank's blob (by rank); throws code "protocol" for a malformed blob. */
@@ -50,6 +55,8 @@ export interface GlooGroupClass {
   new (rank: number, size: number, connectTimeoutMs: number): NativeGroup
   /** The group published under `name` by any thread of this process, shared (it is never closed through this handle); undefined when there is none. */
   attach(name: string): NativeGroup | undefined
+  /** The names of this process's published groups. */
+  published(): ReadonlyArray<string>
 }
 
 export interface GlooAddon {

@@ -16,7 +16,7 @@ import {
 } from "@tensorlane/core"
 import type { NativeGroup, NativeOperation } from "./AddonTypes.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
-import { loadAddon } from "./internal/loadAddon.js"
+import { loadAddon, loadedAddon } from "./internal/loadAddon.js"
 
 /** The dtypes gloo reduces (its math on float16 included); broadcast moves every dtype. */
 export const reducibleDTypes: ReadonlyArray<string> = [
@@ -129,6 +129,19 @@ const destroy = (name: string): void => {
   group.native.destroy()
 }
 
+const strandedInGroups = (): Array<string> => {
+  const addon = loadedAddon()
+  if (addon === undefined) return []
+  return addon.Group.published().flatMap((name) => {
+    const stranded = addon.Group.attach(name)?.stranded
+    if (stranded === undefined || stranded.operations === 0) return []
+    const what = stranded.operations === 1 ? "1 aborted operation stays" : `${stranded.operations} aborted operations stay`
+    // Memory pinned by another thread than the group's creator is not the group's to keep (core keeps it).
+    const memory = stranded.bytes > 0 ? `, keeping ${stranded.bytes} bytes of tensor memory` : ""
+    return [`gloo group "${name}": ${what} posted until it is destroyed${memory}`]
+  })
+}
+
 export const gloo = defineTransport({
   name: TRANSPORT,
   // Groups are published natively, so a main thread receives through the agent's group itself.
@@ -221,7 +234,9 @@ export const gloo = defineTransport({
   },
 
   // Gloo registers no memory: there is never anything to release or to report.
-  inspect: () => ({ registrations: [] }),
+  // Registers nothing; lists what aborted operations keep in this process's groups (process-wide,
+  // whichever thread asks) until those are destroyed.
+  inspect: () => ({ registrations: strandedInGroups() }),
 
   close: () => {
     for (const name of [...groups.keys()]) destroy(name)

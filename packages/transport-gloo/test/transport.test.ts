@@ -99,7 +99,7 @@ describe("gloo transport", () => {
     expect(into[1].equal(big)).toBe(true)
   })
 
-  it("an aborted receive rejects with the signal's reason and leaves the group working", async () => {
+  it("an aborted receive rejects with the signal's reason, leaves the group working, and is listed by inspect until the group goes", async () => {
     await createLocal("abort", 2)
     const controller = new AbortController()
     const into = [Tensor.zeros([16])]
@@ -122,6 +122,12 @@ describe("gloo transport", () => {
     const out = [Tensor.zeros([16])]
     await transfer("abort", "after", [t], out)
     expect(out[0].sum()).toBe(48)
+    // gloo cannot take back the posted receive: the group keeps it (and the 64 bytes it would write).
+    expect(gloo.inspect!().registrations).toEqual([
+      'gloo group "abort/1": 1 aborted operation stays posted until it is destroyed, keeping 64 bytes of tensor memory',
+    ])
+    await gloo.destroyGroup!("abort/1")
+    expect(gloo.inspect!().registrations).toEqual([])
   })
 
   it("a gloo timeout is a TimeoutError; the broken group then fails fast saying to re-create it", async () => {

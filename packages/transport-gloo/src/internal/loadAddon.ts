@@ -37,6 +37,9 @@ let loaded: { readonly addon: GlooAddon; readonly path: string } | undefined
 export const loadAddon = (): { readonly addon: GlooAddon; readonly path: string } =>
   (loaded ??= requireNativeAddon<GlooAddon>(spec))
 
+/** The addon if this process loaded it already (never loads it). */
+export const loadedAddon = (): GlooAddon | undefined => loaded?.addon
+
 /** The libgloo this process mapped (after loadAddon), for diagnostics. */
 export const mappedGlooLibrary = (): string | undefined => {
   try {
