@@ -160,9 +160,10 @@ describe("progress and failures", () => {
     expect(((await failureOf(() => take(call))) as Error).message).toMatch(/failLater failed on purpose/)
     // Its send was posted once the object existed, and a posted gloo send cannot be taken back: the
     // receiver takes the object in (and keeps the copy for its later calls) instead of leaving it posted.
+    // The sender's job ends a moment after the receiver has the bytes.
     const inspection = await eventually(
       () => cluster.inspect(),
-      (i) => i.processes[receiver.actorId]?.received.includes(early.id) === true,
+      (i) => i.processes[receiver.actorId]?.received.includes(early.id) === true && i.processes[sender.actorId]?.pendingTransfers.length === 0,
     )
     expect(inspection.processes[receiver.actorId]?.received).toContain(early.id)
     expect(inspection.processes[sender.actorId]?.pendingTransfers).toEqual([])
