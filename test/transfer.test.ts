@@ -4,7 +4,8 @@
  * progress while the producer is busy, and metrics. One cluster for the file.
  */
 import * as fs from "node:fs"
-import { type ActorHandle, type Cluster, type GetOptions, ObjectRef, Tensor, dtypeNames, start } from "@tensorlane/core"
+import { type ActorHandle, type Cluster, type GetOptions, ObjectRef, Tensor, TensorlaneCluster, dtypeNames, start } from "@tensorlane/core"
+import { Effect, Tracer } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Helper } from "./fixtures/actors.mjs"
 import { Worker } from "./fixtures/actors.ts"
@@ -226,6 +227,42 @@ describe("metrics", () => {
     const viaTmp = a.make.options({ tensorTransport: "tmpfile" })(LARGE)
     await take(c.numel(viaTmp))
     expect(await bytesMoved("tmpfile")).toBe(tmp + LARGE)
-    for (const r of [ref, small, viaTmp]) r.release()
+    // A method's own gets report their transfers with its result.
+    const puts = a.putTwo(LARGE, "object-store")
+    const before = await bytesMoved("object-store")
+    await take(b.getSums(puts, false))
+    expect(await bytesMoved("object-store")).toBe(before + 2 * LARGE)
+    for (const r of [ref, small, viaTmp, puts]) r.release()
+  })
+
+  it("every transfer is a tensorlane.transfer span in the tracer of the Effect that built the cluster's layer", async () => {
+    const spans: Array<Tracer.Span> = []
+    const tracer = Tracer.make({
+      span: (options) => {
+        const span = Tracer.nativeTracer.span(options)
+        spans.push(span)
+        return span
+      },
+    })
+    const program = Effect.gen(function* () {
+      const [x, y] = yield* TensorlaneCluster.spawn(Worker, { count: 2 })
+      const made = x.make(LARGE)
+      const counted = y.numel(made)
+      yield* TensorlaneCluster.get(counted)
+      made.release()
+      counted.release()
+      return { made: made.id, from: x.actorId, to: y.actorId }
+    })
+    const began = Date.now()
+    const { made, from, to } = await Effect.runPromise(program.pipe(Effect.provide(TensorlaneCluster.layer()), Effect.withTracer(tracer)))
+    const ended = Date.now()
+    const transfers = spans.filter((s) => s.name === "tensorlane.transfer")
+    expect(transfers.map((s) => Object.fromEntries(s.attributes))).toEqual([{ transport: "object-store", from, to, objectId: made, bytes: LARGE }])
+    const status = transfers[0]!.status
+    if (status._tag !== "Ended") throw new Error("the transfer's span did not end")
+    // Timed by the receiving actor, on the epoch clock the tracer's other spans use.
+    expect(status.endTime).toBeGreaterThan(status.startTime)
+    expect(Number(status.startTime / 1_000_000n)).toBeGreaterThanOrEqual(began - 1)
+    expect(Number(status.endTime / 1_000_000n)).toBeLessThanOrEqual(ended + 1)
   })
 })

@@ -9,6 +9,7 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as Tracer from "effect/Tracer"
 import { type ActorDefinition, type ActorHandle, type CallOptions, methodOf } from "./Actor.js"
 import {
   ActorDiedError,
@@ -21,7 +22,7 @@ import {
   UnsupportedOperationError,
 } from "./Errors.js"
 import type { GetOptions, PutOptions } from "./InActor.js"
-import { recordTransfer } from "./Metrics.js"
+import { type TransferStat, recordTransfer } from "./Metrics.js"
 import { ObjectRef, type RefTracker } from "./ObjectRef.js"
 import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
@@ -52,6 +53,12 @@ export interface StartOptions {
   readonly transferTimeoutMs?: number
   /** Extra Node.js flags for actor processes. */
   readonly execArgv?: ReadonlyArray<string>
+  /**
+   * Where the `tensorlane.transfer` span of every transfer of the cluster goes (the driver makes them
+   * from the transfers actors report); default Effect's own tracer. `TensorlaneCluster.layer` passes
+   * the tracer of the Effect that builds it.
+   */
+  readonly tracer?: Tracer.Tracer
 }
 
 export interface SpawnOptions {
@@ -157,7 +164,7 @@ export class Cluster implements AsyncDisposable {
 
   private constructor(
     private readonly dir: string,
-    private readonly options: Required<Pick<StartOptions, "transferTimeoutMs">> & { transports: ReadonlyArray<string>; execArgv: ReadonlyArray<string> },
+    private readonly options: Required<Pick<StartOptions, "transferTimeoutMs" | "tracer">> & { transports: ReadonlyArray<string>; execArgv: ReadonlyArray<string> },
     agent: AgentClient,
     transports: ReadonlyMap<string, TensorTransport>,
   ) {
@@ -186,6 +193,7 @@ export class Cluster implements AsyncDisposable {
         transports: specifiers,
         transferTimeoutMs: options.transferTimeoutMs ?? DEFAULT_TRANSFER_TIMEOUT_MS,
         execArgv: options.execArgv ?? [],
+        tracer: options.tracer ?? Tracer.nativeTracer,
       },
       agent,
       transports,
@@ -464,7 +472,7 @@ export class Cluster implements AsyncDisposable {
         const call = record.inFlight.get(message.callId)
         if (call === undefined) return
         record.inFlight.delete(message.callId)
-        for (const stat of message.transfers) recordTransfer(stat)
+        for (const stat of message.transfers) this.recordTransfer(stat)
         if (message.info !== undefined) this.directory.ready(call.entry, message.info)
         else this.directory.fail(call.entry, fromWireError(message.error!, { actor: record.id, method: call.method }))
         this.unpin(call.pinned)
@@ -514,7 +522,7 @@ export class Cluster implements AsyncDisposable {
       case "Prefetched": {
         const waiter = this.prefetches.get(message.reqId)
         this.prefetches.delete(message.reqId)
-        for (const stat of message.transfers) recordTransfer(stat)
+        for (const stat of message.transfers) this.recordTransfer(stat)
         if (message.error !== undefined) waiter?.reject(fromWireError(message.error, { actor: record.id, method: "broadcast" }))
         else waiter?.resolve()
         return
@@ -616,8 +624,10 @@ export class Cluster implements AsyncDisposable {
         done()
         throw error
       }
-    })
+    }, this.recordTransfer)
   }
+
+  private readonly recordTransfer = (stat: TransferStat): void => recordTransfer(stat, this.options.tracer)
 
   /** Stores a value in the driver for actors to read (object-store or a one-sided transport). */
   async put<T>(value: T, options: PutOptions = {}): Promise<ObjectRef<T>> {

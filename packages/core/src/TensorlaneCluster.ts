@@ -23,11 +23,16 @@ const attempt = <A>(run: () => Promise<A>): Effect.Effect<A, TensorlaneError> =>
     Effect.catch((error) => (isTensorlaneError(error) ? Effect.fail(error) : Effect.die(error))),
   )
 
-/** Starts a cluster for the layer's scope and shuts it down when the scope closes. */
+/**
+ * Starts a cluster for the layer's scope and shuts it down when the scope closes. Transfer spans go
+ * to the tracer of the Effect that builds the layer, unless `options.tracer` names another.
+ */
 export const layer = (options?: StartOptions): Layer.Layer<TensorlaneCluster, TensorlaneError> =>
   Layer.effect(
     TensorlaneCluster,
-    Effect.acquireRelease(attempt(() => start(options)), (cluster) => Effect.promise(() => cluster.shutdown())),
+    Effect.flatMap(Effect.tracer, (tracer) =>
+      Effect.acquireRelease(attempt(() => start({ tracer, ...options })), (cluster) => Effect.promise(() => cluster.shutdown())),
+    ),
   )
 
 const withCluster = <A>(run: (cluster: Cluster) => Promise<A>): Effect.Effect<A, TensorlaneError, TensorlaneCluster> =>

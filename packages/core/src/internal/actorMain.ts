@@ -275,7 +275,7 @@ class Actor {
       const frees = [...this.freeing]
       const args = await this.arguments(call, body, transfers, received)
       await this.settleFrees(frees)
-      const value = await actorContext.run(this.context(), () => entry.fn(this.state, ...args))
+      const value = await actorContext.run(this.context(transfers), () => entry.fn(this.state, ...args))
       const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
       const info = await this.runtime.produce(call.returnId, value, transport)
       send({ _tag: "Result", callId: call.callId, info, transfers })
@@ -356,7 +356,8 @@ class Actor {
     }
   }
 
-  private context(): ActorContext {
+  /** What a method reaches through `get`, `put` and the rest; its gets' transfers go with its result to the driver. */
+  private context(transfers: Array<TransferStat>): ActorContext {
     return {
       actorId: this.init.actorId,
       put: async (value, options) => {
@@ -385,7 +386,7 @@ class Actor {
             send({ _tag: "Resolve", reqId, objectId: ref.id, ...(Number.isFinite(remainingMs) ? { timeoutMs: remainingMs } : {}) })
           })
           return { info }
-        }),
+        }, (stat) => transfers.push(stat)),
       waitTensorFreed: (tensor, options) => this.runtime.store.waitTensorFreed(tensor, options?.timeoutMs ?? Infinity),
       group: (name) => {
         const member = this.groups.find((g) => g.name === name)

@@ -51,6 +51,8 @@ export const TransferStat = Schema.Struct({
   from: Id,
   to: Id,
   bytes: Schema.Number,
+  /** When the receive started, in ms since the epoch (performance.timeOrigin + performance.now()). */
+  startedAt: Schema.Number,
   ms: Schema.Number,
 })
 export type TransferStat = typeof TransferStat.Type

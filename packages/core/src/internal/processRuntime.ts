@@ -2,7 +2,6 @@
  * What every process of a cluster does with objects, driver and actors alike: turn a value into a
  * stored object (producing), and turn an owner's ObjectInfo back into a value (consuming).
  */
-import * as Effect from "effect/Effect"
 import { currentAllocator } from "../Allocator.js"
 import { DeviceError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import type { GetOptions } from "../InActor.js"
@@ -10,7 +9,6 @@ import { type ObjectRef, isObjectRef } from "../ObjectRef.js"
 import { Tensor } from "../Tensor.js"
 import type { TensorStore } from "../TensorStore.js"
 import type { TensorTransport } from "../Transport.js"
-import { recordTransfer } from "../Metrics.js"
 import type { AgentClient } from "./agentClient.js"
 import type { ActorInspection, ObjectInfo, TensorMeta, TransferStat } from "./messages.js"
 import { PendingTransfers } from "./pendingTransfers.js"
@@ -193,13 +191,15 @@ export class ProcessRuntime {
 
   /**
    * `get` of one ref or a list, in the driver or in an actor: `locate` finds each object (waiting until
-   * it is ready, within the time left); `target` tensors are handed out in the values' tensor order.
+   * it is ready, within the time left); `target` tensors are handed out in the values' tensor order;
+   * `transferred` hears of every transfer it made.
    */
   async get(
     refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>,
     options: GetOptions,
     transferTimeoutMs: number,
     locate: (ref: ObjectRef<unknown>, remainingMs: number) => Promise<Located>,
+    transferred: (stat: TransferStat) => void,
   ): Promise<unknown> {
     const list = isObjectRef(refs) ? [refs] : [...refs]
     const deadline = performance.now() + (options.timeoutMs ?? Infinity)
@@ -217,6 +217,7 @@ export class ProcessRuntime {
           ...(target !== undefined ? { target } : {}),
         })
         values.push(resolved.value)
+        if (resolved.stat !== undefined) transferred(resolved.stat)
       } finally {
         done?.()
       }
@@ -259,35 +260,29 @@ export class ProcessRuntime {
     const request = { info, via, into, consumer: this.processId, collective: options.collective ?? false }
     const viaTransport = this.transport(via)
     const started = performance.now()
-    await Effect.runPromise(
-      Effect.tryPromise({
-        try: () => {
-          // A collective receive stays with the agent, which numbers the group's collectives.
-          const transfer =
-            viaTransport.capabilities.anyThread && !request.collective
-              ? this.pending.track(receiveLabel(request), info.producer, options.timeoutMs, (signal) => receiveObject(viaTransport, request, signal))
-              : this.agent.command({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs })
-          // Once the microtasks that post the receive have run.
-          setImmediate(this.whileReceiving)
-          return transfer
-        },
-        catch: (error) => error as Error,
-      }).pipe(
-        Effect.withSpan("tensorlane.transfer", {
-          attributes: { transport: via, from: info.producer, to: this.processId, objectId: info.objectId },
-        }),
-        Effect.tapError(() => Effect.sync(() => quarantine(into))),
-      ),
-    )
+    try {
+      // A collective receive stays with the agent, which numbers the group's collectives.
+      const transfer =
+        viaTransport.capabilities.anyThread && !request.collective
+          ? this.pending.track(receiveLabel(request), info.producer, options.timeoutMs, (signal) => receiveObject(viaTransport, request, signal))
+          : this.agent.command({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs })
+      // Once the microtasks that post the receive have run.
+      setImmediate(this.whileReceiving)
+      await transfer
+    } catch (error) {
+      quarantine(into)
+      throw error
+    }
+    // Recorded by the driver (metrics and span), which actors report theirs to.
     const stat: TransferStat = {
       objectId: info.objectId,
       transport: via,
       from: info.producer,
       to: this.processId,
       bytes: metas.reduce((n, m) => n + m.nbytes, 0),
+      startedAt: performance.timeOrigin + started,
       ms: performance.now() - started,
     }
-    recordTransfer(stat)
     return { value: build(into), received: true, tensors: into, stat }
   }
 }
