@@ -12,6 +12,7 @@ const examples: ReadonlyArray<readonly [string, RegExp]> = [
   ["gloo/random-tensor-sum.ts", /^sum: -?\d+\.\d{3}$/m],
   ["gloo/tensor-dict.ts", /^sum of both tensors: -?\d+\.\d{3}$/m],
   ["gloo/pass-back-to-producer.ts", /^same sums: true$/m],
+  ["gloo/pass-to-producer-and-another.ts", /^TensorlaneMutabilityWarning: object \S+ is passed to \S+, its producer, and to \S+: objects are mutable[^\n]*\n(.*\n)*sender and receiver returned (the same|different) sums$/m],
   ["gloo/get.ts", /^UnsupportedOperationError: .*useObjectStore: true[\s\S]*^copy: Tensor\(float32, \[1000, 1000\], cpu\)/m],
   ["gloo/mutability.ts", /^sender and receiver returned different sums$/m],
   ["gloo/wait-tensor-freed.ts", /^sender and receiver returned the same sums$/m],

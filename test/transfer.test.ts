@@ -60,6 +60,32 @@ describe("copies and identity", () => {
     ref.release()
   })
 
+  it("warns once when calls of an object's producer and of another actor both take it (the producer's may change what the other receives)", async () => {
+    const warnings: Array<string> = []
+    const listen = (warning: Error) => {
+      if (warning.name === "TensorlaneMutabilityWarning") warnings.push(warning.message)
+    }
+    process.on("warning", listen)
+    const apart = a.make(SMALL)
+    const plain = a.whoami()
+    const shared = a.make(SMALL)
+    try {
+      await take(b.numel(apart))
+      await take(c.numel(apart))
+      await take(a.digest(plain))
+      await take(b.digest(plain))
+      await take(b.numel(shared))
+      await take(a.numel(shared))
+      await take(c.numel(shared))
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(warnings).toEqual([expect.stringMatching(new RegExp(`^object ${shared.id} is passed to ${a.actorId}, its producer, and to ${b.actorId}: objects are mutable`))])
+    } finally {
+      process.off("warning", listen)
+      for (const r of [apart, plain, shared]) r.release()
+    }
+  })
+
   it.each(cases)("a ref passed back to its producer is the very tensor ($transport, $n bytes)", async ({ transport, n }) => {
     const ref = a.keep.options({ tensorTransport: transport })(n)
     const other = b.keep(n)

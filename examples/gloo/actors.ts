@@ -25,5 +25,6 @@ export const MyActor = defineActor(import.meta.url, "MyActor", {
       return state.tensor!.add_(1).sum()
     },
     incrementAndSum: (_state, t: Tensor) => t.clone().add_(1).sum(),
+    incrementAndSumInPlace: (_state, t: Tensor) => t.add_(1).sum(),
   },
 })

@@ -373,6 +373,7 @@ export class Cluster implements AsyncDisposable {
       const failed = ready.find((e) => e.state === "failed")
       if (!record.alive) throw new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id })
       if (failed !== undefined) throw failed.error!
+      for (const e of ready) this.noteTaker(e, record.id)
       const refs: Array<ObjectInfo> = ready.map((e) => {
         const route = routes.get(e.id)
         return route === undefined ? e.info! : { ...e.info!, route: { group: route.group, rank: route.rank } }
@@ -412,6 +413,22 @@ export class Cluster implements AsyncDisposable {
         record.undispatched--
       })
     return ref
+  }
+
+  /**
+   * Warns, once per object, when calls of its producer and of another actor both take it (Ray's RDT
+   * warns of the same): the producer's call gets the very tensors, the other a copy made whenever its
+   * transfer runs, so an in-place change by the producer's call may or may not reach it.
+   */
+  private noteTaker(entry: Entry, actor: string): void {
+    entry.takers.add(actor)
+    if (entry.sharedWarned || entry.info!.tensors.length === 0 || !entry.takers.has(entry.producer) || entry.takers.size < 2) return
+    entry.sharedWarned = true
+    const others = [...entry.takers].filter((a) => a !== entry.producer).join(", ")
+    process.emitWarning(
+      `object ${entry.id} is passed to ${entry.producer}, its producer, and to ${others}: objects are mutable, so ${entry.producer}'s call works on the very tensors that ${others} receive${entry.takers.size > 2 ? "" : "s"} a copy of whenever the transfer runs, and an in-place change there may or may not reach ${others}. Change a clone instead (t.clone()), or wait for the other calls first.`,
+      { type: "TensorlaneMutabilityWarning", code: "TENSORLANE_SHARED_MUTABLE_OBJECT" },
+    )
   }
 
   private unpin(ids: ReadonlyArray<string>): void {
