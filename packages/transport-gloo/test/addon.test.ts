@@ -153,6 +153,40 @@ describe("aborts and timeouts", () => {
   })
 })
 
+describe("a peer that dies", () => {
+  // gloo's tcp pair tells the operations posted on it when its connection breaks, but not the receive
+  // it is reading into at that moment: that one would wait out its timeout. Within tensorlane the
+  // driver sees the producer's process end and aborts the receive (PeerDied); this is that abort,
+  // mid-transfer.
+  it("mid-transfer leaves the receive it was reading into to an abort, which ends it at once with the bytes that came in", async () => {
+    const pair = await Promise.all([Peer.spawn(), Peer.spawn()])
+    try {
+      await connectGroup(pair)
+      const [from, to] = pair
+      const bytes = 512 * MiB
+      const lastWord = bytes / 4 - 1
+      await from.call("alloc", { name: "big", bytes, seed: 5 })
+      await to.call("alloc", { name: "big/in", bytes })
+      const receiving = to.call("receive", { op: "big", peer: 0, objectId: "big", names: ["big/in"] })
+      from.call("send", { peer: 1, objectId: "big", names: ["big"] }).catch(() => undefined)
+      // The receiver's JS thread is free while its job thread takes the bytes in: watch them come.
+      while ((await to.call("word", { name: "big/in", index: 0 })) === 0) await new Promise((r) => setTimeout(r, 1))
+      from.kill()
+      const outcome = await Promise.race([receiving.then(() => "completed", () => "failed"), new Promise((r) => setTimeout(() => r("waiting"), 500))])
+      expect(outcome).toBe("waiting")
+      const started = Date.now()
+      await to.call("abort", { op: "big" })
+      expect((await failureOf(receiving)).code).toBe("aborted")
+      expect(Date.now() - started).toBeLessThan(1000)
+      expect(await to.call("word", { name: "big/in", index: 0 })).toBe(5)
+      expect((Math.imul(lastWord, 2654435761) + 5) >>> 0).not.toBe(0)
+      expect(await to.call("word", { name: "big/in", index: lastWord })).toBe(0)
+    } finally {
+      for (const p of pair) p.kill()
+    }
+  })
+})
+
 describe("collectives", () => {
   it("allreduce sums, maxes and multiplies in place on every rank", async () => {
     await Promise.all(
