@@ -755,9 +755,12 @@ export class Cluster implements AsyncDisposable {
     }
     const records = actors.map((a) => this.actorOf(a))
     const members = records.map((r) => r.id)
-    if (new Set(members).size !== members.length) throw new GroupConflictError({ message: "an actor is listed twice", backend })
+    const twice = members.find((m, i) => members.indexOf(m) !== i)
+    if (twice !== undefined) throw new GroupConflictError({ message: `${twice} is listed twice: list each actor of a group once`, backend })
     const name = options.name ?? `${backend}-${this.nextGroup++}`
-    if (this.groups.has(name)) throw new GroupConflictError({ message: `a group named "${name}" exists`, backend })
+    if (this.groups.has(name)) {
+      throw new GroupConflictError({ message: `a group named "${name}" exists: choose another name, or destroy that group first`, backend })
+    }
     for (let i = 0; i < members.length; i++) {
       for (let j = i + 1; j < members.length; j++) {
         const existing = this.groupOf(backend, members[i], members[j])

@@ -52,18 +52,13 @@ const waitTimeoutMs = (): number => {
 const contextTimeoutMs = (setupTimeoutMs: number): number =>
   Math.max(1000, (Number.isFinite(setupTimeoutMs) && setupTimeoutMs > 0 ? setupTimeoutMs : DEFAULT_CONNECT_TIMEOUT_MS) / 5)
 
-interface Group {
-  readonly name: string
-  readonly native: NativeGroup
-}
-
-const groups = new Map<string, Group>()
+const groups = new Map<string, NativeGroup>()
 
 /**
  * The group `name`: created by this thread (the transfer agent), or published by another thread of
  * the process and attached here (a main thread receiving; the transport declares anyThread).
  */
-const groupOf = (name: string): Group => {
+const groupOf = (name: string): NativeGroup => {
   const group = groups.get(name) ?? attached(name)
   if (group === undefined) {
     throw new MissingGroupError({
@@ -74,10 +69,7 @@ const groupOf = (name: string): Group => {
   return group
 }
 
-const attached = (name: string): Group | undefined => {
-  const native = loadAddon().addon.Group.attach(name)
-  return native === undefined ? undefined : { name, native }
-}
+const attached = (name: string): NativeGroup | undefined => loadAddon().addon.Group.attach(name)
 
 /** Runs a native operation until it settles, or until the signal aborts it: then at once with the signal's reason. */
 const run = (start: () => NativeOperation, signal: AbortSignal, what: string, timeoutMs: number): Promise<void> => {
@@ -126,7 +118,7 @@ const destroy = (name: string): void => {
   const group = groups.get(name)
   if (group === undefined) return
   groups.delete(name)
-  group.native.destroy()
+  group.destroy()
 }
 
 const strandedInGroups = (): Array<string> => {
@@ -150,7 +142,10 @@ export const gloo = defineTransport({
 
   createGroup: async (setup) => {
     if (groups.has(setup.name)) {
-      throw new GroupConflictError({ message: `gloo group "${setup.name}" already exists in process ${process.pid}`, backend: TRANSPORT })
+      throw new GroupConflictError({
+        message: `gloo group "${setup.name}" already exists in process ${process.pid}: destroy it (group.destroy()) before creating it again`,
+        backend: TRANSPORT,
+      })
     }
     const what = `creating gloo group "${setup.name}" (rank ${setup.rank} of ${setup.worldSize})`
     const timeoutMs = contextTimeoutMs(setup.timeoutMs)
@@ -161,15 +156,14 @@ export const gloo = defineTransport({
     } catch (error) {
       throw toTensorlaneError(error, what, timeoutMs)
     }
-    const group: Group = { name: setup.name, native }
-    groups.set(setup.name, group)
+    groups.set(setup.name, native)
     try {
       const blobs = await setup.allGather(native.address())
-      if (groups.get(setup.name) !== group) throw new TransferError({ message: `${what}: the group was destroyed meanwhile`, transport: TRANSPORT })
+      if (groups.get(setup.name) !== native) throw new TransferError({ message: `${what}: the group was destroyed meanwhile`, transport: TRANSPORT })
       await native.connect(blobs)
       native.publish(setup.name)
     } catch (error) {
-      if (groups.get(setup.name) === group) groups.delete(setup.name)
+      if (groups.get(setup.name) === native) groups.delete(setup.name)
       native.destroy()
       throw toTensorlaneError(error, what, timeoutMs)
     }
@@ -180,7 +174,7 @@ export const gloo = defineTransport({
   // async: a refusal must reject, as the runtime expects of every transfer, never throw.
   send: async ({ object, group, toRank, signal }) => {
     const what = `gloo send of ${object.objectId} to rank ${toRank} in group "${group}"`
-    const { native } = groupOf(group)
+    const native = groupOf(group)
     const buffers = object.tensors.map((t) => {
       requireCpu(t, what)
       // A view without copying when contiguous; a strided view is packed into a fresh buffer.
@@ -192,7 +186,7 @@ export const gloo = defineTransport({
 
   receive: async ({ objectId, group, fromRank, tensors, into, signal }) => {
     const what = `gloo receive of ${objectId} from rank ${fromRank} in group "${group}"`
-    const { native } = groupOf(group)
+    const native = groupOf(group)
     if (into.length !== tensors.length) {
       throw new ShapeError({ message: `${what}: ${into.length} destination tensors for an object of ${tensors.length}` })
     }
@@ -211,7 +205,7 @@ export const gloo = defineTransport({
 
   allreduce: async ({ group, tensors, op, signal }) => {
     const what = `gloo allreduce (${op}) in group "${group}"`
-    const { native } = groupOf(group)
+    const native = groupOf(group)
     for (const t of tensors) {
       if (!reducibleDTypes.includes(t.dtype)) {
         throw new DTypeError({ message: `${what}: gloo cannot reduce ${t.dtype}; it reduces ${reducibleDTypes.join(", ")}` })
@@ -224,7 +218,7 @@ export const gloo = defineTransport({
 
   broadcast: async ({ group, tensors, root, signal }) => {
     const what = `gloo broadcast from rank ${root} in group "${group}"`
-    const { native } = groupOf(group)
+    const native = groupOf(group)
     if (!Number.isInteger(root) || root < 0 || root >= native.size) {
       throw new TransferError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})`, transport: TRANSPORT })
     }
@@ -233,7 +227,6 @@ export const gloo = defineTransport({
     await run(() => native.broadcast(buffers, root, timeoutMs), signal, what, timeoutMs)
   },
 
-  // Gloo registers no memory: there is never anything to release or to report.
   // Registers nothing; lists what aborted operations keep in this process's groups (process-wide,
   // whichever thread asks) until those are destroyed.
   inspect: () => ({ registrations: strandedInGroups() }),

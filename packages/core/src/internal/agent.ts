@@ -266,7 +266,7 @@ export class Agent {
     if (connection === undefined) {
       connection = connect(address, {
         onFrame: (frame) => this.onReply(frame),
-        bodyDestinations: (header, bodyLength) => {
+        bodyDestinations: (header) => {
           const reply = decodeAgentReply(header)
           if (reply._tag !== "Data") throw new ProtocolError({ message: `unexpected body on a ${reply._tag} reply` })
           const request = this.requests.get(reply.reqId)

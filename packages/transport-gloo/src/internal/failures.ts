@@ -29,10 +29,8 @@ export const toTensorlaneError = (error: unknown, what: string, timeoutMs: numbe
       return new TransferError({ message: `${what}: the group is broken after an earlier failure (${error.message}): ${RECREATE}`, transport: TRANSPORT })
     case "io":
       return new TransferError({ message: `${what}: ${error.message} (the peer died or its connection broke): ${RECREATE}`, transport: TRANSPORT })
-    case "closed":
-      return new TransferError({ message: `${what}: ${error.message}`, transport: TRANSPORT })
-    case "aborted":
-    case "usage":
+    default:
+      // "closed", "aborted", "usage": the message says it all.
       return new TransferError({ message: `${what}: ${error.message}`, transport: TRANSPORT })
   }
 }
