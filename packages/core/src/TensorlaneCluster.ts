@@ -6,7 +6,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type { ActorDefinition, ActorHandle } from "./Actor.js"
+import type { ActorDefinition } from "./Actor.js"
 import { type Cluster, type ClusterInspection, type CollectiveGroup, type GroupOptions, type SpawnOptions, type StartOptions, start } from "./Cluster.js"
 import type { TensorlaneError } from "./Errors.js"
 import type { GetOptions, PutOptions } from "./InActor.js"
@@ -53,11 +53,18 @@ export const getAll = <T>(refs: ReadonlyArray<ObjectRef<T>>, options?: GetOption
 export const put = <T>(value: T, options?: PutOptions) => withCluster((cluster) => cluster.put(value, options))
 
 /** A collective group for the scope: destroyed when the scope closes. */
-export const collectiveGroup = (actors: ReadonlyArray<ActorHandle<ActorDefinition>>, options: GroupOptions) =>
+export const collectiveGroup = (actors: ReadonlyArray<{ actorId: string }>, options: GroupOptions) =>
   Effect.acquireRelease(
     withCluster((cluster) => cluster.createCollectiveGroup(actors, options)),
     (group: CollectiveGroup) => Effect.promise(() => group.destroy()),
   )
+
+/** `cluster.broadcast`: a received copy of `ref`'s object in each receiver, in one operation where its transport can. */
+export const broadcast = (
+  ref: ObjectRef<unknown>,
+  receivers: ReadonlyArray<{ actorId: string }>,
+  options?: { timeoutMs?: number },
+): Effect.Effect<void, TensorlaneError, TensorlaneCluster> => withCluster((cluster) => cluster.broadcast(ref, receivers, options))
 
 export const inspect = (options?: { timeoutMs?: number }): Effect.Effect<ClusterInspection, TensorlaneError, TensorlaneCluster> =>
   withCluster((cluster) => cluster.inspect(options))

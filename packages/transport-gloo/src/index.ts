@@ -1,4 +1,5 @@
 export { gloo, gloo as default, reducibleDTypes } from "./GlooTransport.js"
 export { glooStatus, type GlooStatus } from "./glooStatus.js"
+export * as GlooEffect from "./GlooEffect.js"
 export { loadAddon as loadGlooAddon } from "./internal/loadAddon.js"
 export type { GlooAddon, NativeFailure, NativeFailureCode, NativeGroup, NativeOperation } from "./AddonTypes.js"
