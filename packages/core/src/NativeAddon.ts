@@ -19,7 +19,7 @@ export interface NativeAddonSpec {
   readonly moduleUrl: string
   /** The addon's file name, e.g. `tensorlane_gloo.node`. */
   readonly file: string
-  /** An environment variable that may name a prebuilt addon, tried first. */
+  /** An environment variable that may name a prebuilt addon: then the only candidate (an addon the user named is never silently replaced). */
   readonly overrideEnv: string
   /** What to run when the addon is missing or broken. */
   readonly fix: string
@@ -37,15 +37,17 @@ export const packageRootOf = (moduleUrl: string, packageName: string): string =>
   }
 }
 
-/** Where the addon may be, in the order tried. */
-export const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> => {
-  const root = packageRootOf(spec.moduleUrl, spec.packageName)
+const overrideOf = (spec: NativeAddonSpec): string | undefined => {
   const override = process.env[spec.overrideEnv]
-  return [
-    ...(override !== undefined && override !== "" ? [override] : []),
-    join(root, "build", "Release", spec.file),
-    join(root, "build", "Debug", spec.file),
-  ]
+  return override === undefined || override === "" ? undefined : override
+}
+
+/** Where the addon may be, in the order tried: the override alone when set, else cmake-js's Release and Debug outputs. */
+export const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> => {
+  const override = overrideOf(spec)
+  if (override !== undefined) return [override]
+  const root = packageRootOf(spec.moduleUrl, spec.packageName)
+  return [join(root, "build", "Release", spec.file), join(root, "build", "Debug", spec.file)]
 }
 
 /** Requires the first candidate that loads; NativeLibraryError naming every candidate otherwise. */
@@ -62,11 +64,14 @@ export const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: 
   }
   const explained = failures.length > 0 ? spec.explain?.(failures, tried) : undefined
   if (explained !== undefined) throw explained
+  const override = overrideOf(spec)
   throw new NativeLibraryError({
     message:
-      failures.length === 0
-        ? `the ${spec.packageName} addon is not built: no ${spec.file} at ${tried.join(", ")}. Build it: ${spec.fix}`
-        : `the ${spec.packageName} addon cannot be loaded: ${failures.join("; ")}. Rebuild it: ${spec.fix}`,
+      failures.length > 0
+        ? `the ${spec.packageName} addon cannot be loaded: ${failures.join("; ")}. Rebuild it: ${spec.fix}`
+        : override !== undefined
+          ? `${spec.overrideEnv} names ${override}, which does not exist: point it at a built ${spec.file}, or unset it to use the package's own build (${spec.fix})`
+          : `the ${spec.packageName} addon is not built: no ${spec.file} at ${tried.join(", ")}. Build it: ${spec.fix}`,
     library: spec.file,
     tried,
     fix: spec.fix,

@@ -28,7 +28,7 @@ const spec: NativeAddonSpec = {
       : undefined,
 }
 
-/** Where the addon may be, in the order tried: TENSORLANE_GLOO_ADDON, then cmake-js's Release and Debug outputs. */
+/** Where the addon may be, in the order tried: TENSORLANE_GLOO_ADDON alone when set, else cmake-js's Release and Debug outputs. */
 export const addonCandidates = (): ReadonlyArray<string> => candidatesOf(spec)
 
 let loaded: { readonly addon: GlooAddon; readonly path: string } | undefined
