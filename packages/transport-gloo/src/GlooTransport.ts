@@ -12,6 +12,7 @@ import {
   ShapeError,
   type Tensor,
   TransferError,
+  UnsupportedOperationError,
   defineTransport,
 } from "@tensorlane/core"
 import type { NativeGroup, NativeOperation } from "./AddonTypes.js"
@@ -101,7 +102,11 @@ const run = (start: () => NativeOperation, signal: AbortSignal, what: string, ti
 
 const requireCpu = (t: Tensor, what: string): void => {
   if (t.device !== "cpu") {
-    throw new DeviceError({ message: `${what}: a tensor on ${t.device} cannot travel over gloo, which moves cpu memory`, device: t.device, transport: TRANSPORT })
+    throw new DeviceError({
+      message: `${what}: a tensor on ${t.device} cannot travel over gloo, which moves cpu memory: copy it to the cpu first (t.to("cpu")), or use a transport for ${t.device} (nccl)`,
+      device: t.device,
+      transport: TRANSPORT,
+    })
   }
 }
 
@@ -220,7 +225,7 @@ export const gloo = defineTransport({
     const what = `gloo broadcast from rank ${root} in group "${group}"`
     const native = groupOf(group)
     if (!Number.isInteger(root) || root < 0 || root >= native.size) {
-      throw new TransferError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})`, transport: TRANSPORT })
+      throw new UnsupportedOperationError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})` })
     }
     const buffers = tensors.map((t) => inPlaceBytes(t, what))
     const timeoutMs = waitTimeoutMs()

@@ -3,7 +3,7 @@
  * process's gloo device), driven the way a transfer agent drives them, and the typed errors of its
  * misuses.
  */
-import { type GroupSetup, Tensor, type TensorMeta } from "@tensorlane/core"
+import { type Allocator, type GroupSetup, Tensor, type TensorMeta, nextStorageId } from "@tensorlane/core"
 import { afterEach, describe, expect, it } from "vitest"
 import { gloo, glooStatus } from "../src/index.ts"
 import { loadAddon } from "../src/internal/loadAddon.ts"
@@ -173,10 +173,42 @@ describe("gloo transport", () => {
     await reduce([t])
     expect(t.toArray()).toEqual([2, 2, 2])
     const root = await failureOf(gloo.broadcast!({ group: "solo/0", tensors: [t], root: 1, signal: never }))
-    expect(root?._tag).toBe("TransferError")
+    expect(root?._tag).toBe("UnsupportedOperationError")
+    expect(root?.message).toMatch(/the root must be a rank of the group \(0 to 0\)/)
     await createLocal("sizes", 2)
     const wrong = await failureOf(transfer("sizes", "o", [Tensor.ones([4])], [Tensor.zeros([5])]))
     expect(wrong?._tag).toBe("ShapeError")
+  })
+
+  it("refuses a tensor on another device, in a send, a receive and a collective, with a DeviceError that says what to do", async () => {
+    // Test double: device memory without a device (no GPU here), enough for a "cuda:0" tensor to exist.
+    const device = "cuda:0" as const
+    const allocator: Allocator = {
+      name: "test-double-cuda",
+      device,
+      allocate: (byteLength) => ({
+        id: nextStorageId(),
+        device,
+        byteLength,
+        get bytes(): Uint8Array {
+          throw new Error("test-double device memory has no host bytes")
+        },
+        handle: {},
+        allocator,
+      }),
+      free: () => undefined,
+    }
+    const onDevice = Tensor.empty([4], { allocator })
+    expect(onDevice.device).toBe(device)
+    await createLocal("devices", 2)
+    const expected = {
+      _tag: "DeviceError",
+      device,
+      message: expect.stringMatching(/a tensor on cuda:0 cannot travel over gloo, which moves cpu memory: copy it to the cpu first \(t\.to\("cpu"\)\), or use a transport for cuda:0 \(nccl\)$/),
+    }
+    expect(await failureOf(gloo.send!({ object: { objectId: "d", tensors: [onDevice] }, group: "devices/0", toRank: 1, signal: never }))).toMatchObject(expected)
+    expect(await failureOf(transfer("devices", "e", [Tensor.ones([4])], [onDevice]))).toMatchObject(expected)
+    expect(await failureOf(gloo.allreduce!({ group: "devices/0", tensors: [onDevice], op: "sum", signal: never }))).toMatchObject(expected)
   })
 
   it("a malformed address blob from a peer is a ProtocolError and leaves no group behind", async () => {
