@@ -12,6 +12,7 @@ import { type Connection, connect } from "../src/internal/connection.js"
 import type { AgentReply } from "../src/internal/messages.js"
 import { toWireTensor } from "../src/internal/wireTensor.js"
 import { Tensor } from "../src/Tensor.js"
+import { finishCreations, held } from "./fixtures/heldGroups.ts"
 
 let dir: string
 let agent: Agent
@@ -25,7 +26,7 @@ beforeEach(async () => {
   agent = new Agent({
     processId: "producer",
     address: join(dir, "agent.sock"),
-    transports: [],
+    transports: [new URL("./fixtures/heldGroups.ts", import.meta.url).href],
     parentPid: undefined,
     emit: () => undefined,
     takeQueuedCommands: () => {
@@ -64,4 +65,18 @@ it("fails a request for an object never registered with ObjectFreedError", async
   client.send({ _tag: "Fetch", reqId: 8, objectId: "producer.2" })
   const { reply } = await nextReply()
   expect(reply).toMatchObject({ _tag: "Failed", reqId: 8, error: { tag: "ObjectFreedError" } })
+})
+
+it("destroys a group that its owner destroyed while the transport was still connecting it, and fails its creation", async () => {
+  const setup = { name: "g", backend: "held-groups", rank: 0, worldSize: 1, members: ["producer"], timeoutMs: 10_000 }
+  client.send({ _tag: "GroupCreate", reqId: 1, setup })
+  expect((await nextReply()).reply).toMatchObject({ _tag: "Gather", reqId: 1, group: "g" })
+  client.send({ _tag: "Gathered", reqId: 2, group: "g", blobs: [new Uint8Array([0])] })
+  // Past the rendezvous, the transport connects: the owner gives up meanwhile.
+  client.send({ _tag: "GroupDestroy", reqId: 3, name: "g", backend: "held-groups" })
+  expect((await nextReply()).reply).toMatchObject({ _tag: "Done", reqId: 3 })
+  finishCreations()
+  expect((await nextReply()).reply).toMatchObject({ _tag: "Failed", reqId: 1, error: { tag: "TransferError", message: expect.stringMatching(/abandoned/) } })
+  expect(held).toEqual(new Set())
+  expect(await agent.command({ op: "inspect" })).toMatchObject({ groups: [] })
 })

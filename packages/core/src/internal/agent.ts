@@ -119,6 +119,8 @@ export class Agent {
   private readonly outgoing = new Map<string, Promise<Connection>>()
   private readonly requests = new Map<number, OutgoingRequest>()
   private readonly gathers = new Map<string, { resolve: (blobs: ReadonlyArray<Uint8Array>) => void; reject: (error: Error) => void }>()
+  /** Groups being created, and whether their owner destroyed them meanwhile (then they go once made). */
+  private readonly creating = new Map<string, { abandoned: boolean }>()
   private readonly server = net.createServer((socket) => this.accept(socket))
   private readonly accepted = new Set<Connection>()
   private nextId = 1
@@ -429,14 +431,25 @@ export class Agent {
       case "GroupCreate": {
         const { setup } = request
         const transport = this.transport(setup.backend)
-        await transport.createGroup!({
-          ...setup,
-          allGather: (blob) =>
-            new Promise((resolve, reject) => {
-              this.gathers.set(setup.name, { resolve, reject })
-              connection.send({ _tag: "Gather", reqId: request.reqId, group: setup.name, rank: setup.rank, blob } satisfies AgentReply)
-            }),
-        })
+        const creation = { abandoned: false }
+        this.creating.set(setup.name, creation)
+        try {
+          await transport.createGroup!({
+            ...setup,
+            allGather: (blob) =>
+              new Promise((resolve, reject) => {
+                this.gathers.set(setup.name, { resolve, reject })
+                connection.send({ _tag: "Gather", reqId: request.reqId, group: setup.name, rank: setup.rank, blob } satisfies AgentReply)
+              }),
+          })
+        } finally {
+          this.creating.delete(setup.name)
+        }
+        // Destroyed while its transport was still connecting it (past the rendezvous): nobody else will.
+        if (creation.abandoned) {
+          await transport.destroyGroup?.(setup.name)
+          throw new TransferError({ message: `creating group "${setup.name}" was abandoned`, transport: setup.backend })
+        }
         this.groups.set(setup.name, { setup, backend: setup.backend })
         this.emitGroups()
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
@@ -446,6 +459,8 @@ export class Agent {
         // A creation still in its rendezvous ends: the owner gave up on it.
         this.gathers.get(request.name)?.reject(new TransferError({ message: `creating group "${request.name}" was abandoned`, transport: request.backend }))
         this.gathers.delete(request.name)
+        const creation = this.creating.get(request.name)
+        if (creation !== undefined) creation.abandoned = true
         const group = this.groups.get(request.name)
         this.groups.delete(request.name)
         this.emitGroups()
