@@ -310,6 +310,36 @@ describe("cluster.broadcast over gloo", () => {
     ref.release()
     await everyone.destroy()
   })
+
+  it("goes as one collective to the rest of the group, and as one send each to part of it", async () => {
+    const [a, b, c] = await cluster.spawn(GlooWorker, { count: 3 })
+    const everyone = await cluster.createCollectiveGroup([a, b, c], { backend: "gloo" })
+    const pids = { b: await take(b.pid()), c: await take(c.pid()) }
+    /** What the producer has in flight while `frozen` cannot take its part. */
+    const inFlightWhile = async (frozen: number, broadcast: () => Promise<void>) => {
+      process.kill(frozen, "SIGSTOP")
+      const done = broadcast()
+      try {
+        const during = await eventually(
+          () => cluster.inspect({ timeoutMs: 200 }),
+          (i) => (i.processes[a.actorId]?.pendingTransfers.length ?? 0) > 0,
+        )
+        return during.processes[a.actorId]?.pendingTransfers
+      } finally {
+        process.kill(frozen, "SIGCONT")
+        await done
+      }
+    }
+    const whole = a.make(1 << 20)
+    expect(await inFlightWhile(pids.c, () => cluster.broadcast(whole, [b, c]))).toEqual([`gloo broadcast ${whole.id} from ${a.actorId}`])
+    const part = a.make(1 << 20)
+    expect(await inFlightWhile(pids.b, () => cluster.broadcast(part, [b]))).toEqual([`gloo ${part.id} ${a.actorId} -> ${b.actorId}`])
+    const { processes } = await cluster.inspect()
+    expect([b, c].map((r) => processes[r.actorId].received)).toEqual([[whole.id, part.id], [whole.id]])
+    whole.release()
+    part.release()
+    await everyone.destroy()
+  })
 })
 
 describe("transfer timeouts", () => {
