@@ -105,6 +105,7 @@ void GroupState::detach(const Job* job) {
 bool GroupState::retire(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<std::shared_ptr<void>>& owned) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ == Phase::Closed) return false;
+  retiredOperations_++;
   for (auto& b : buffers) retiredBuffers_.push_back(std::move(b));
   for (auto& o : owned) retiredOwned_.push_back(std::move(o));
   buffers.clear();
@@ -124,7 +125,7 @@ GroupState::Stranded GroupState::stranded() {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t bytes = 0;
   for (const auto& p : retiredPinned_) bytes += p.size();
-  return Stranded{retiredBuffers_.size(), bytes};
+  return Stranded{retiredOperations_, bytes};
 }
 
 void GroupState::close() {
@@ -147,6 +148,7 @@ void GroupState::close() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     buffers.swap(retiredBuffers_);
+    retiredOperations_ = 0;
     owned.swap(retiredOwned_);
     pinned.swap(retiredPinned_);
   }

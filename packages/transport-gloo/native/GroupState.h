@@ -89,6 +89,8 @@ class GroupState {
   uint32_t nextTag_ = 1;
   std::vector<std::weak_ptr<Job>> jobs_;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> retiredBuffers_;
+  // Aborted operations retired: one may leave several buffers posted (a header and its tensors).
+  size_t retiredOperations_ = 0;
   std::vector<std::shared_ptr<void>> retiredOwned_;
   std::vector<PinnedBytes> retiredPinned_;
 };
