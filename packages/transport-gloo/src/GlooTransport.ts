@@ -110,7 +110,7 @@ const requireCpu = (t: Tensor, what: string): void => {
   }
 }
 
-/** The bytes of a tensor that a collective updates in place. */
+/** The bytes of a tensor that a collective updates, or a receive writes, in place. */
 const inPlaceBytes = (t: Tensor, what: string): Uint8Array => {
   requireCpu(t, what)
   if (!t.isContiguous()) {
@@ -196,13 +196,11 @@ export const gloo = defineTransport({
       throw new ShapeError({ message: `${what}: ${into.length} destination tensors for an object of ${tensors.length}` })
     }
     const buffers = into.map((t, i) => {
-      requireCpu(t, what)
-      if (!t.isContiguous() || t.nbytes !== tensors[i].nbytes) {
-        throw new ShapeError({
-          message: `${what}: destination tensor ${i} must be contiguous and hold ${tensors[i].nbytes} bytes (it holds ${t.nbytes})`,
-        })
+      const bytes = inPlaceBytes(t, what)
+      if (t.nbytes !== tensors[i].nbytes) {
+        throw new ShapeError({ message: `${what}: destination tensor ${i} must hold ${tensors[i].nbytes} bytes (it holds ${t.nbytes})` })
       }
-      return t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)
+      return bytes
     })
     const timeoutMs = waitTimeoutMs()
     await run(() => native.receive(fromRank, objectId, buffers, timeoutMs), signal, what, timeoutMs)
