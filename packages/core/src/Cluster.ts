@@ -684,9 +684,7 @@ export class Cluster implements AsyncDisposable {
         await settleAll(records.map((r) => this.prefetch(r, entry, info, false)))
         return
       }
-      const group = [...this.groups.values()].find(
-        (g) => g.backend === entry.transport && [entry.producer, ...records.map((r) => r.id)].every((id) => g.members.includes(id)),
-      )
+      const group = this.groupOf(entry.transport, entry.producer, ...records.map((r) => r.id))
       if (group === undefined) {
         throw new MissingGroupError({
           message: `no ${entry.transport} group holds ${entry.producer} and every receiver; create one with cluster.createCollectiveGroup`,
@@ -734,9 +732,10 @@ export class Cluster implements AsyncDisposable {
 
   // ---- Collective groups
 
-  private groupOf(backend: string, a: string, b: string): GroupRecord | undefined {
+  /** A group of `backend` that holds every one of `members`. */
+  private groupOf(backend: string, ...members: ReadonlyArray<string>): GroupRecord | undefined {
     for (const group of this.groups.values()) {
-      if (group.backend === backend && group.members.includes(a) && group.members.includes(b)) return group
+      if (group.backend === backend && members.every((id) => group.members.includes(id))) return group
     }
     return undefined
   }
