@@ -187,6 +187,29 @@ describe("a peer that dies", () => {
   })
 })
 
+describe("an aborted receive of several tensors", () => {
+  it("counts as one stranded operation, however many buffers it left posted", async () => {
+    const pair = await Promise.all([Peer.spawn(), Peer.spawn()])
+    try {
+      await connectGroup(pair)
+      const [from, to] = pair
+      const bytes = 256 * MiB
+      await Promise.all(["a", "b"].map((name, i) => from.call("alloc", { name, bytes, seed: i + 1 })))
+      await Promise.all(["a", "b"].map((name) => to.call("alloc", { name: `${name}/in`, bytes })))
+      const receiving = to.call("receive", { op: "two", peer: 0, objectId: "two", names: ["a/in", "b/in"] })
+      from.call("send", { peer: 1, objectId: "two", names: ["a", "b"] }).catch(() => undefined)
+      // Once the data flows, the header and both tensors' receives are posted: freeze the sender there.
+      while ((await to.call("word", { name: "a/in", index: 0 })) === 0) await new Promise((r) => setTimeout(r, 1))
+      from.child.kill("SIGSTOP")
+      await to.call("abort", { op: "two" })
+      expect((await failureOf(receiving)).code).toBe("aborted")
+      expect(await to.call("stranded")).toEqual({ operations: 1, bytes: 2 * bytes })
+    } finally {
+      for (const p of pair) p.kill()
+    }
+  })
+})
+
 describe("collectives", () => {
   it("allreduce sums, maxes and multiplies in place on every rank", async () => {
     await Promise.all(
