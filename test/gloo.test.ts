@@ -108,6 +108,20 @@ describe("seed 001: Ray Direct Transport over Gloo", () => {
   })
 })
 
+describe("transfers in flight together", () => {
+  it("on every pair of a group at once, and twice on one pair, each consumer gets its own producer's object", async () => {
+    const [a, b, c] = await cluster.spawn(GlooWorker, { count: 3 })
+    const ring = await cluster.createCollectiveGroup([a, b, c], { backend: "gloo" })
+    const made = [a.randomTensor(), b.randomTensor(), c.randomTensor(), a.randomTensor()]
+    const expected = await Promise.all(made.map((ref, i) => take([a, b, c, a][i].sum(ref))))
+    // Submitted together: a -> b, b -> c, c -> a, and a second a -> b.
+    const received = await Promise.all([b.sum(made[0]), c.sum(made[1]), a.sum(made[2]), b.sum(made[3])].map((ref) => take(ref)))
+    expect(received).toEqual(expected)
+    for (const ref of made) ref.release()
+    await ring.destroy()
+  })
+})
+
 describe("progress and failures", () => {
   it("a 64 MiB transfer completes while the producer's JS thread is busy in a long method", async () => {
     const n = 64 << 20
