@@ -14,10 +14,16 @@ const MiB = 1024 * KiB
 
 let peers: Array<Peer>
 
-const transfer = async (from: Peer, fromRank: number, to: Peer, toRank: number, objectId: string, sizes: ReadonlyArray<number>) => {
+/** The tensors of `objectId` on the sender (`${objectId}/${i}`, filled from seed firstSeed + i) and their empty destinations (`.../in`). */
+const allocate = async (from: Peer, to: Peer, objectId: string, sizes: ReadonlyArray<number>, firstSeed: number): Promise<Array<string>> => {
   const names = sizes.map((_, i) => `${objectId}/${i}`)
-  await Promise.all(sizes.map((bytes, i) => from.call("alloc", { name: names[i], bytes, seed: i + 1 })))
+  await Promise.all(sizes.map((bytes, i) => from.call("alloc", { name: names[i], bytes, seed: firstSeed + i })))
   await Promise.all(sizes.map((bytes, i) => to.call("alloc", { name: `${names[i]}/in`, bytes })))
+  return names
+}
+
+const transfer = async (from: Peer, fromRank: number, to: Peer, toRank: number, objectId: string, sizes: ReadonlyArray<number>) => {
+  const names = await allocate(from, to, objectId, sizes, 1)
   await Promise.all([
     from.call("send", { peer: toRank, objectId, names }),
     to.call("receive", { peer: fromRank, objectId, names: names.map((n) => `${n}/in`) }),
@@ -153,24 +159,39 @@ describe("aborts and timeouts", () => {
   })
 })
 
+/**
+ * Two fresh peers, the first sending `sizes` (tensor i filled from seed 5 + i) to the second; `during`
+ * runs once the first bytes of tensor 0 are in; the peers are killed afterwards.
+ */
+const underWay = async (
+  objectId: string,
+  sizes: ReadonlyArray<number>,
+  during: (from: Peer, to: Peer, receiving: Promise<unknown>) => Promise<void>,
+): Promise<void> => {
+  const pair = await Promise.all([Peer.spawn(), Peer.spawn()])
+  try {
+    await connectGroup(pair)
+    const [from, to] = pair
+    const names = await allocate(from, to, objectId, sizes, 5)
+    const receiving = to.call("receive", { op: objectId, peer: 0, objectId, names: names.map((n) => `${n}/in`) })
+    from.call("send", { peer: 1, objectId, names }).catch(() => undefined)
+    // The receiver's JS thread is free while its job thread takes the bytes in: watch them come.
+    while ((await to.call("word", { name: `${names[0]}/in`, index: 0 })) === 0) await new Promise((r) => setTimeout(r, 1))
+    await during(from, to, receiving)
+  } finally {
+    for (const p of pair) p.kill()
+  }
+}
+
 describe("a peer that dies", () => {
   // gloo's tcp pair tells the operations posted on it when its connection breaks, but not the receive
   // it is reading into at that moment: that one would wait out its timeout. Within tensorlane the
   // driver sees the producer's process end and aborts the receive (PeerDied); this is that abort,
   // mid-transfer.
   it("mid-transfer leaves the receive it was reading into to an abort, which ends it at once with the bytes that came in", async () => {
-    const pair = await Promise.all([Peer.spawn(), Peer.spawn()])
-    try {
-      await connectGroup(pair)
-      const [from, to] = pair
-      const bytes = 512 * MiB
-      const lastWord = bytes / 4 - 1
-      await from.call("alloc", { name: "big", bytes, seed: 5 })
-      await to.call("alloc", { name: "big/in", bytes })
-      const receiving = to.call("receive", { op: "big", peer: 0, objectId: "big", names: ["big/in"] })
-      from.call("send", { peer: 1, objectId: "big", names: ["big"] }).catch(() => undefined)
-      // The receiver's JS thread is free while its job thread takes the bytes in: watch them come.
-      while ((await to.call("word", { name: "big/in", index: 0 })) === 0) await new Promise((r) => setTimeout(r, 1))
+    const bytes = 512 * MiB
+    const lastWord = bytes / 4 - 1
+    await underWay("big", [bytes], async (from, to, receiving) => {
       from.kill()
       const outcome = await Promise.race([receiving.then(() => "completed", () => "failed"), new Promise((r) => setTimeout(() => r("waiting"), 500))])
       expect(outcome).toBe("waiting")
@@ -178,35 +199,23 @@ describe("a peer that dies", () => {
       await to.call("abort", { op: "big" })
       expect((await failureOf(receiving)).code).toBe("aborted")
       expect(Date.now() - started).toBeLessThan(1000)
-      expect(await to.call("word", { name: "big/in", index: 0 })).toBe(5)
+      expect(await to.call("word", { name: "big/0/in", index: 0 })).toBe(5)
       expect((Math.imul(lastWord, 2654435761) + 5) >>> 0).not.toBe(0)
-      expect(await to.call("word", { name: "big/in", index: lastWord })).toBe(0)
-    } finally {
-      for (const p of pair) p.kill()
-    }
+      expect(await to.call("word", { name: "big/0/in", index: lastWord })).toBe(0)
+    })
   })
 })
 
 describe("an aborted receive of several tensors", () => {
   it("counts as one stranded operation, however many buffers it left posted", async () => {
-    const pair = await Promise.all([Peer.spawn(), Peer.spawn()])
-    try {
-      await connectGroup(pair)
-      const [from, to] = pair
-      const bytes = 256 * MiB
-      await Promise.all(["a", "b"].map((name, i) => from.call("alloc", { name, bytes, seed: i + 1 })))
-      await Promise.all(["a", "b"].map((name) => to.call("alloc", { name: `${name}/in`, bytes })))
-      const receiving = to.call("receive", { op: "two", peer: 0, objectId: "two", names: ["a/in", "b/in"] })
-      from.call("send", { peer: 1, objectId: "two", names: ["a", "b"] }).catch(() => undefined)
-      // Once the data flows, the header and both tensors' receives are posted: freeze the sender there.
-      while ((await to.call("word", { name: "a/in", index: 0 })) === 0) await new Promise((r) => setTimeout(r, 1))
+    const bytes = 256 * MiB
+    await underWay("two", [bytes, bytes], async (from, to, receiving) => {
+      // The data flows: the header and both tensors' receives are posted. Freeze the sender there.
       from.child.kill("SIGSTOP")
       await to.call("abort", { op: "two" })
       expect((await failureOf(receiving)).code).toBe("aborted")
       expect(await to.call("stranded")).toEqual({ operations: 1, bytes: 2 * bytes })
-    } finally {
-      for (const p of pair) p.kill()
-    }
+    })
   })
 })
 
