@@ -421,9 +421,10 @@ export class Cluster implements AsyncDisposable {
    * transfer runs, so an in-place change by the producer's call may or may not reach it.
    */
   private noteTaker(entry: Entry, actor: string): void {
+    const shared = () => entry.takers.has(entry.producer) && entry.takers.size >= 2
+    const wasShared = shared()
     entry.takers.add(actor)
-    if (entry.sharedWarned || entry.info!.tensors.length === 0 || !entry.takers.has(entry.producer) || entry.takers.size < 2) return
-    entry.sharedWarned = true
+    if (wasShared || !shared() || entry.info!.tensors.length === 0) return
     const others = [...entry.takers].filter((a) => a !== entry.producer).join(", ")
     process.emitWarning(
       `object ${entry.id} is passed to ${entry.producer}, its producer, and to ${others}: objects are mutable, so ${entry.producer}'s call works on the very tensors that ${others} receive${entry.takers.size > 2 ? "" : "s"} a copy of whenever the transfer runs, and an in-place change there may or may not reach ${others}. Change a clone instead (t.clone()), or wait for the other calls first.`,

@@ -19,9 +19,8 @@ export interface Entry {
   readonly borrowers: Map<string, number>
   /** Actors that keep a received copy until the object is freed (placed there by cluster.broadcast). */
   readonly copies: Set<string>
-  /** Actors whose calls took it as an argument; once its producer and another did, that was warned of. */
+  /** Actors whose calls took it as an argument. */
   readonly takers: Set<string>
-  sharedWarned: boolean
   readonly waiters: Array<() => void>
 }
 
@@ -42,7 +41,6 @@ export class ObjectDirectory {
       borrowers: new Map(),
       copies: new Set(),
       takers: new Set(),
-      sharedWarned: false,
       waiters: [],
     }
     this.entries.set(id, entry)
