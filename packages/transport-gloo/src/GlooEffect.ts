@@ -10,13 +10,11 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { type GlooStatus, glooStatus as statusOf } from "./glooStatus.js"
-
-/** What actor processes import to load this transport. */
-const SPECIFIER = "@tensorlane/transport-gloo"
+import { PACKAGE } from "./internal/loadAddon.js"
 
 /** A cluster for the layer's scope, with gloo loaded beside `options.transports`. */
 export const layer = (options: StartOptions = {}): Layer.Layer<TensorlaneCluster.TensorlaneCluster, TensorlaneError> =>
-  TensorlaneCluster.layer({ ...options, transports: [...new Set([...(options.transports ?? []), SPECIFIER])] })
+  TensorlaneCluster.layer({ ...options, transports: [...new Set([...(options.transports ?? []), PACKAGE])] })
 
 /** A gloo group of `actors` for the scope: connected on acquisition, destroyed when the scope closes. */
 export const group = (

@@ -6,7 +6,8 @@ import * as fs from "node:fs"
 import { NativeLibraryError, type NativeAddonSpec, addonCandidates as candidatesOf, requireNativeAddon } from "@tensorlane/core"
 import type { GlooAddon } from "../AddonTypes.js"
 
-const PACKAGE = "@tensorlane/transport-gloo"
+/** This package: what actor processes import to load the transport, and what builds the addon. */
+export const PACKAGE = "@tensorlane/transport-gloo"
 const FIX_ADDON = `npm run build:native -w ${PACKAGE} (needs libgloo-dev: sudo apt-get install libgloo-dev), or bash tools/setup.sh`
 const FIX_LIBRARY = `sudo apt-get install libgloo-dev, then npm run build:native -w ${PACKAGE} (or bash tools/setup.sh)`
 
