@@ -8,6 +8,7 @@ import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError } from "./Errors.js"
 import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
+import { makeTransferClock } from "./internal/TransferClock.js"
 import { PACKAGES } from "./Packages.js"
 import { formatSize } from "./Sizes.js"
 
@@ -33,6 +34,12 @@ export interface BenchRow {
   readonly memcpyRatio: number
   readonly tcpRatio: number
   readonly rawGlooRatio?: number
+  /**
+   * Median over the timed runs of the time their transfer took, as the receiver timed it (from
+   * posting its receive to holding the bytes); the rest of a run is the producer's method, the
+   * messages between driver and actors, and the consumer's method. Undefined when no run transferred.
+   */
+  readonly transferMs?: number
 }
 
 export interface BenchLimits {
@@ -177,7 +184,8 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
 
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
-  const cluster = await start({ transports: [...modules] }).catch(async (error: unknown) => {
+  const transferClock = makeTransferClock()
+  const cluster = await start({ transports: [...modules], tracer: transferClock.tracer }).catch(async (error: unknown) => {
     await rawGloo?.close()
     throw error
   })
@@ -225,7 +233,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         rawSamples.push(...(await rawGloo.measure(bytes, repeats)).samplesMs)
         step(`raw Gloo ${formatSize(bytes)} ${when}`)
       }
-      const rowFor = (transport: string, samples: Array<number>): BenchRow => {
+      const rowFor = (transport: string, samples: Array<number>, transferred: Array<number>): BenchRow => {
         const ms = median(samples)
         const raw = transport === "gloo" && rawSamples.length > 0 ? median(rawSamples) : undefined
         return {
@@ -237,18 +245,22 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
           memcpyRatio: memcpy / ms,
           tcpRatio: tcp / ms,
           ...(raw !== undefined ? { rawGlooRatio: raw / ms } : {}),
+          ...(transferred.some((t) => t > 0) ? { transferMs: median(transferred) } : {}),
         }
       }
       for (const transport of transports) {
         if (transport === "gloo") await rawAround("before")
+        transferClock.take()
+        const transferred: Array<number> = []
         const samples = await timeScenario(cluster, scenarioOf(transport), (timed) => {
+          transferred.push(transferClock.take().reduce((sum, ms) => sum + ms, 0))
           // The bar moves over the first warmups + repeats runs; runs past them only show their count.
           const run = warmups + timed
           if (run <= perRun) step(`${transport} ${formatSize(bytes)} ${run}/${perRun}`)
           else progress(done, total, `${transport} ${formatSize(bytes)} ${run}`)
         })
         if (transport === "gloo") await rawAround("after")
-        rows.push(rowFor(transport, samples))
+        rows.push(rowFor(transport, samples, transferred))
       }
       limits.push({
         bytes,

@@ -39,7 +39,7 @@ describe("tensorlane bench", () => {
     for (const transport of ["object-store", "gloo", "nixl"]) {
       for (const size of ["4 KiB", "1 MiB"]) expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${size} \\| \\d+\\.\\d{2} \\|`, "m"))
     }
-    expect(stdout).toMatch(/^\| gloo \| 1 MiB \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|$/m)
+    expect(stdout).toMatch(/^\| gloo \| 1 MiB \|( [\d.]+%? \|){7} [\d.]+ \| [\d.]+% \|$/m)
 
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
     expect(result).toMatchObject({ repeats: 3, warmups: 2, steadyCalls: 32, minTimeMs: 0, sizes: [4096, 1 << 20], transports: ["object-store", "gloo", "nixl"] })
@@ -55,6 +55,13 @@ describe("tensorlane bench", () => {
       if (row.transport === "gloo") expect(row.rawGlooRatio).toBeCloseTo(limits.rawGlooMs! / row.medianMs, 9)
       else expect(row.rawGlooRatio).toBeUndefined()
     }
+    // Every call of the two-sided and one-sided transports moves its tensor, inside the call's time
+    // (object-store values this small travel inside the result's message: no transfer of their own).
+    for (const row of result.rows.filter((r) => r.transport !== "object-store" || r.bytes > 64 * 1024)) {
+      expect(row.transferMs, `${row.transport} ${row.bytes}`).toBeGreaterThan(0)
+      expect(row.transferMs!).toBeLessThan(row.medianMs)
+    }
+    expect(result.rows.find((r) => r.transport === "object-store" && r.bytes === 4096)!.transferMs).toBeUndefined()
     for (const limits of result.limits) {
       expect(limits.memcpyMs).toBeGreaterThan(0)
       expect(limits.tcpMs).toBeGreaterThan(0)
