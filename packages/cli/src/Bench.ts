@@ -169,7 +169,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const { transports, modules } = await resolveTransports(options)
   const { sizes, repeats, warmups, minTimeMs } = options
   // Loaded only now: `doctor` and argument errors work without core's runtime.
-  const { start } = await import("@tensorlane/core")
+  const { start, transferSpanName } = await import("@tensorlane/core")
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
   const perRun = warmups + repeats
   const total = sizes.length * ((transports.includes("gloo") ? 4 : 2) + transports.length * perRun)
@@ -184,7 +184,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
 
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
-  const transferClock = makeTransferClock()
+  const transferClock = makeTransferClock(transferSpanName)
   const cluster = await start({ transports: [...modules], tracer: transferClock.tracer }).catch(async (error: unknown) => {
     await rawGloo?.close()
     throw error

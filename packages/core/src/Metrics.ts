@@ -26,6 +26,9 @@ export const transferLatency = Metric.histogram("tensorlane_transfer_latency_ms"
 
 export type { TransferStat }
 
+/** The name of the span each transfer is reported as, for a tracer that picks them out. */
+export const transferSpanName = "tensorlane.transfer"
+
 /** Each peer pair's series, made once: building them on every transfer cost more than the updates. */
 const series = new Map<string, readonly [Metric.Metric<number, unknown>, Metric.Metric<number, unknown>, Metric.Metric<number, unknown>]>()
 
@@ -56,7 +59,7 @@ export const recordTransfer = (stat: TransferStat, tracer: Tracer.Tracer = Trace
   count.updateUnsafe(1, defaultServices)
   latency.updateUnsafe(stat.ms, defaultServices)
   const span = tracer.span({
-    name: "tensorlane.transfer",
+    name: transferSpanName,
     parent: Option.none(),
     annotations: Context.empty(),
     links: [],

@@ -52,5 +52,5 @@ export {
   type NativeLibrarySpec,
 } from "./NativeAddon.js"
 export { TensorStore, type StoredObject } from "./TensorStore.js"
-export { recordTransfer, transferBytes, transferCount, transferLatency, type TransferStat } from "./Metrics.js"
+export { recordTransfer, transferBytes, transferCount, transferLatency, transferSpanName, type TransferStat } from "./Metrics.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"

@@ -5,20 +5,19 @@
  */
 import * as Tracer from "effect/Tracer"
 
-const TRANSFER_SPAN = "tensorlane.transfer"
-
 export interface TransferClock {
   readonly tracer: Tracer.Tracer
   /** The ms of every transfer reported since the last take, in the order they were reported. */
   readonly take: () => Array<number>
 }
 
-export const makeTransferClock = (): TransferClock => {
+/** `spanName`: core's `transferSpanName` (passed in: the bench loads core only once it runs). */
+export const makeTransferClock = (spanName: string): TransferClock => {
   const spans: Array<Tracer.Span> = []
   const tracer = Tracer.make({
     span(options) {
       const span = Tracer.nativeTracer.span(options)
-      if (options.name === TRANSFER_SPAN) spans.push(span)
+      if (options.name === spanName) spans.push(span)
       return span
     },
   })
