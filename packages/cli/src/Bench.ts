@@ -22,6 +22,13 @@ export interface BenchOptions {
   readonly warmups: number
   /** Timed runs of a cell go on past `repeats` until they add up to this (see Scenario). */
   readonly minTimeMs: number
+  /** Extra environment of each actor process (a transport's settings, such as TENSORLANE_GLOO_DEVICE_CPUS). */
+  readonly actorEnv: ActorEnv
+}
+
+export interface ActorEnv {
+  readonly producer: Readonly<Record<string, string>>
+  readonly consumer: Readonly<Record<string, string>>
 }
 
 export interface BenchRow {
@@ -60,6 +67,7 @@ export interface BenchResult {
   /** Calls of each size, all transports together, before its first timed run (warm-ups included). */
   readonly steadyCalls: number
   readonly minTimeMs: number
+  readonly actorEnv: ActorEnv
   readonly transports: ReadonlyArray<string>
   readonly sizes: ReadonlyArray<number>
   readonly limits: ReadonlyArray<BenchLimits>
@@ -190,8 +198,8 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     throw error
   })
   try {
-    const [producer] = await cluster.spawn(Producer)
-    const [consumer] = await cluster.spawn(Consumer)
+    const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer })
+    const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer })
     const groups = []
     for (const transport of transports) {
       if (cluster.runtime.transport(transport).capabilities.needsGroup) {
@@ -291,6 +299,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     warmups,
     steadyCalls: STEADY_CALLS,
     minTimeMs,
+    actorEnv: options.actorEnv,
     transports,
     sizes,
     limits,

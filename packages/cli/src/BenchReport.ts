@@ -12,8 +12,10 @@ export const formatTable = (result: BenchResult): string => {
     result.minTimeMs > 0
       ? `${Math.min(...runs)} to ${Math.max(...runs)} timed runs per cell (at least ${result.repeats} and ${result.minTimeMs} ms)`
       : `${result.repeats} repeats`
+  const env = (role: "producer" | "consumer") =>
+    Object.entries(result.actorEnv[role]).map(([name, value]) => `; ${role} ${name}=${value}`).join("")
   const lines = [
-    `tensorlane bench: ${timed} after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}`,
+    `tensorlane bench: ${timed} after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}${env("producer")}${env("consumer")}`,
     "| transport | size | median ms | transfer ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
     "|---|---|---|---|---|---|---|---|---|---|---|",
   ]

@@ -4,6 +4,7 @@
  *   tensorlane doctor [--json]
  *   tensorlane bench [--transports object-store,gloo] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
  *                    [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
+ *                    [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
  * Errors of the command line print `<_tag>: <message>` and exit with 2.
  */
 import * as fs from "node:fs"
@@ -21,15 +22,30 @@ const USAGE = `usage:
       every transport with its state, library versions and locations, the UCX transports NIXL sees
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
                    [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
+                   [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
       DESIGN §5: consumer.numel(producer.make(n)) actor to actor, submit to result, medians of at
       least --repeats timed runs per cell, more until they add up to --min-time-ms (steady state);
-      default transports: object-store and every CPU transport that doctor finds ready`
+      default transports: object-store and every CPU transport that doctor finds ready;
+      --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)`
 
 const count = (name: string, text: string, min: number): number => {
   const n = Number(text)
   if (!Number.isInteger(n) || n < min) throw new UsageError({ message: `--${name} ${text}: a whole number >= ${min} is needed` })
   return n
 }
+
+/** `NAME=value` options, each an environment variable of an actor process. */
+const environment = (option: string, items: ReadonlyArray<string> | undefined): Readonly<Record<string, string>> =>
+  Object.fromEntries(
+    (items ?? []).map((item) => {
+      const at = item.indexOf("=")
+      const name = at < 0 ? "" : item.slice(0, at)
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+        throw new UsageError({ message: `--${option} ${item}: NAME=value is needed, NAME a variable name (like TENSORLANE_GLOO_DEVICE_CPUS=1)` })
+      }
+      return [name, item.slice(at + 1)]
+    }),
+  )
 
 const list = (text: string | undefined): ReadonlyArray<string> | undefined =>
   text === undefined ? undefined : text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
@@ -62,6 +78,8 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
         modules: { type: "string" },
         json: { type: "string" },
         svg: { type: "string" },
+        "producer-env": { type: "string", multiple: true },
+        "consumer-env": { type: "string", multiple: true },
       },
     }),
   )
@@ -72,6 +90,7 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
     repeats: count("repeats", values.repeats, 1),
     warmups: count("warmups", values.warmups, 0),
     minTimeMs: count("min-time-ms", values["min-time-ms"], 0),
+    actorEnv: { producer: environment("producer-env", values["producer-env"]), consumer: environment("consumer-env", values["consumer-env"]) },
   }
   const bar = progressBar()
   let result

@@ -42,7 +42,15 @@ describe("tensorlane bench", () => {
     expect(stdout).toMatch(/^\| gloo \| 1 MiB \|( [\d.]+%? \|){7} [\d.]+ \| [\d.]+% \|$/m)
 
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
-    expect(result).toMatchObject({ repeats: 3, warmups: 2, steadyCalls: 32, minTimeMs: 0, sizes: [4096, 1 << 20], transports: ["object-store", "gloo", "nixl"] })
+    expect(result).toMatchObject({
+      repeats: 3,
+      warmups: 2,
+      steadyCalls: 32,
+      minTimeMs: 0,
+      actorEnv: { producer: {}, consumer: {} },
+      sizes: [4096, 1 << 20],
+      transports: ["object-store", "gloo", "nixl"],
+    })
     expect(result.rows).toHaveLength(6)
     for (const row of result.rows) {
       expect(row.samplesMs).toHaveLength(3)
@@ -87,12 +95,25 @@ describe("tensorlane bench", () => {
       ["bench", "--repeats", "0"],
       ["bench", "--warmups", "x"],
       ["bench", "--size", "4KiB"],
+      ["bench", "--producer-env", "=1"],
+      ["bench", "--consumer-env", "NO_VALUE"],
       ["frobnicate"],
     ]) {
       const { code, stderr } = await tensorlane(args)
       expect(code, args.join(" ")).toBe(2)
       expect(stderr).toMatch(/^UsageError: /)
     }
+  })
+
+  it("gives each actor process its --producer-env / --consumer-env, and names them in the table", async () => {
+    const args = ["bench", "--transports", "gloo", "--sizes", "4KiB", "--repeats", "1", "--warmups", "0", "--min-time-ms", "0"]
+    const pinned = await tensorlane([...args, "--producer-env", "TENSORLANE_GLOO_DEVICE_CPUS=0", "--consumer-env", "TENSORLANE_GLOO_DEVICE_CPUS=0"])
+    expect(pinned.code).toBe(0)
+    expect(pinned.stdout).toMatch(/; producer TENSORLANE_GLOO_DEVICE_CPUS=0; consumer TENSORLANE_GLOO_DEVICE_CPUS=0\n/)
+    // Only the consumer's process gets a value its gloo device refuses: the group cannot be made.
+    const refused = await tensorlane([...args, "--consumer-env", "TENSORLANE_GLOO_DEVICE_CPUS=x"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toMatch(/TransferError: .*TENSORLANE_GLOO_DEVICE_CPUS="x" is not a list of CPUs/)
   })
 
   it("refuses a transport that is not ready here, and names the doctor", async () => {

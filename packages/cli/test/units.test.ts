@@ -50,6 +50,7 @@ describe("chart", () => {
     warmups: 2,
     steadyCalls: 32,
     minTimeMs: 0,
+    actorEnv: { producer: {}, consumer: {} },
     transports: ["a<b"],
     sizes: [4096, 1 << 20],
     limits: [

@@ -4,10 +4,97 @@
 
 #include <gloo/transport/tcp/device.h>
 
+#include <pthread.h>
+#include <sched.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <sstream>
 
 namespace tlgloo {
+
+namespace {
+
+constexpr const char* kCpusVariable = "TENSORLANE_GLOO_DEVICE_CPUS";
+
+// A set as the kernel lists CPUs ("0-1,4").
+std::string describe(const cpu_set_t& set) {
+  std::ostringstream out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) last++;
+    if (out.tellp() > 0) out << ",";
+    out << cpu;
+    if (last > cpu) out << "-" << last;
+    cpu = last;
+  }
+  return out.str();
+}
+
+// A list such as "1" or "0,2-3"; Failure(Usage) for anything else.
+cpu_set_t parseCpus(const std::string& list) {
+  const auto fail = [&]() -> cpu_set_t {
+    throw Failure(Failure::Kind::Usage, std::string(kCpusVariable) + "=\"" + list + "\" is not a list of CPUs (like 1 or 0,2-3)");
+  };
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::istringstream items(list);
+  std::string item;
+  bool any = false;
+  while (std::getline(items, item, ',')) {
+    const size_t dash = item.find('-');
+    const std::string first = item.substr(0, dash);
+    const std::string last = dash == std::string::npos ? first : item.substr(dash + 1);
+    const auto number = [&](const std::string& text) {
+      if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos) fail();
+      const int value = std::stoi(text);
+      if (value >= CPU_SETSIZE) fail();
+      return value;
+    };
+    const int from = number(first), to = number(last);
+    if (from > to) fail();
+    for (int cpu = from; cpu <= to; cpu++) CPU_SET(cpu, &set);
+    any = true;
+  }
+  if (!any) fail();
+  return set;
+}
+
+// The device's event-loop thread moves every byte of the process's gloo transfers. It inherits the
+// CPUs of the thread that creates it, so when TENSORLANE_GLOO_DEVICE_CPUS names some, the creating
+// thread takes them for the creation and then gets its own back.
+template <typename Create>
+std::shared_ptr<gloo::transport::Device> createOnCpus(Create create) {
+  const char* configured = std::getenv(kCpusVariable);
+  if (configured == nullptr || configured[0] == '\0') return create();
+  const cpu_set_t wanted = parseCpus(configured);
+  cpu_set_t own;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(own), &own) != 0) {
+    throw Failure(Failure::Kind::Io, std::string("cannot read this thread's CPUs to apply ") + kCpusVariable);
+  }
+  const int refused = pthread_setaffinity_np(pthread_self(), sizeof(wanted), &wanted);
+  if (refused == EINVAL) {
+    throw Failure(Failure::Kind::Usage, std::string(kCpusVariable) + "=\"" + configured +
+                                            "\" names no CPU this process may run on (it may run on " + describe(own) + ")");
+  }
+  if (refused != 0) {
+    throw Failure(Failure::Kind::Io, std::string("cannot keep the gloo device's thread on ") + kCpusVariable + "=\"" + configured +
+                                         "\": " + std::strerror(refused));
+  }
+  try {
+    auto device = create();
+    pthread_setaffinity_np(pthread_self(), sizeof(own), &own);
+    return device;
+  } catch (...) {
+    pthread_setaffinity_np(pthread_self(), sizeof(own), &own);
+    throw;
+  }
+}
+
+}  // namespace
 
 std::string Device::host() {
   const char* configured = std::getenv("TENSORLANE_GLOO_HOST");
@@ -23,7 +110,9 @@ std::shared_ptr<gloo::transport::Device> Device::shared() {
     attr.hostname = host();
     attr.ai_family = AF_UNSPEC;
     try {
-      device = gloo::transport::tcp::CreateDevice(attr);
+      device = createOnCpus([&] { return gloo::transport::tcp::CreateDevice(attr); });
+    } catch (const Failure&) {
+      throw;
     } catch (const std::exception& e) {
       throw Failure(Failure::Kind::Io, "cannot open a gloo TCP device on " + attr.hostname +
                                            " (set TENSORLANE_GLOO_HOST to an address of this host): " + e.what());
