@@ -2,14 +2,9 @@
  * TENSORLANE_GLOO_DEVICE_CPUS: the CPUs of the device's event-loop thread (the one that moves every
  * byte of the process's transfers). Each case in a fresh process: a process opens its device once.
  */
-import { execFile } from "node:child_process"
 import { readFileSync } from "node:fs"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import { describe, expect, it } from "vitest"
-
-const run = promisify(execFile)
-const root = fileURLToPath(new URL("../../..", import.meta.url))
+import { inFreshProcess } from "./fixtures/freshProcess.ts"
 
 interface Opened {
   readonly error?: { readonly code: string; readonly message: string }
@@ -17,21 +12,17 @@ interface Opened {
   readonly threads: ReadonlyArray<string>
 }
 
-const openDevice = async (cpus: string | undefined): Promise<Opened> => {
-  const env = { ...process.env }
-  delete env.TENSORLANE_GLOO_DEVICE_CPUS
-  if (cpus !== undefined) env.TENSORLANE_GLOO_DEVICE_CPUS = cpus
-  const program = `
-    import { readdirSync, readFileSync } from "node:fs"
-    const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
-    let error
-    try { loadGlooAddon().addon.deviceAddress() } catch (e) { error = { code: e.code, message: e.message } }
-    const tasks = readdirSync("/proc/self/task").map(Number).sort((a, b) => a - b)
-    const threads = tasks.map((t) => /Cpus_allowed_list:\\s+(\\S+)/.exec(readFileSync("/proc/self/task/" + t + "/status", "utf8"))[1])
-    console.log(JSON.stringify({ error, threads }))`
-  const { stdout } = await run(process.execPath, ["--input-type=module", "-e", program], { cwd: root, env })
-  return JSON.parse(stdout) as Opened
-}
+/** Opens the device and reports what it said and every thread's CPUs. */
+const OPEN_DEVICE = `
+  import { readdirSync, readFileSync } from "node:fs"
+  const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
+  let error
+  try { loadGlooAddon().addon.deviceAddress() } catch (e) { error = { code: e.code, message: e.message } }
+  const tasks = readdirSync("/proc/self/task").map(Number).sort((a, b) => a - b)
+  const threads = tasks.map((t) => /Cpus_allowed_list:\\s+(\\S+)/.exec(readFileSync("/proc/self/task/" + t + "/status", "utf8"))[1])
+  console.log(JSON.stringify({ error, threads }))`
+
+const openDevice = (cpus: string | undefined): Promise<Opened> => inFreshProcess(OPEN_DEVICE, "TENSORLANE_GLOO_DEVICE_CPUS", cpus)
 
 /** The CPUs this process may run on, as the kernel lists them ("0-1"), and the last of them. */
 const all = /Cpus_allowed_list:\s+(\S+)/.exec(readFileSync("/proc/self/status", "utf8"))![1]

@@ -2,30 +2,21 @@
  * What the loader says when the addon or libgloo cannot be loaded: each case in a fresh process
  * (a process loads the addon once), through the built package as a user imports it.
  */
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import { afterAll, describe, expect, it } from "vitest"
 import type { GlooStatus } from "../src/glooStatus.ts"
+import { inFreshProcess } from "./fixtures/freshProcess.ts"
 
-const run = promisify(execFile)
-const root = fileURLToPath(new URL("../../..", import.meta.url))
 const built = fileURLToPath(new URL("../build/Release/tensorlane_gloo.node", import.meta.url))
 const scratch = fs.mkdtempSync(join(os.tmpdir(), "gloo-loader-"))
 
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }))
 
-const statusWith = async (addon: string | undefined): Promise<GlooStatus> => {
-  const env = { ...process.env }
-  delete env.TENSORLANE_GLOO_ADDON
-  if (addon !== undefined) env.TENSORLANE_GLOO_ADDON = addon
-  const program = `const { glooStatus } = await import("@tensorlane/transport-gloo"); console.log(JSON.stringify(glooStatus()))`
-  const { stdout } = await run(process.execPath, ["--input-type=module", "-e", program], { cwd: root, env })
-  return JSON.parse(stdout) as GlooStatus
-}
+const statusWith = (addon: string | undefined): Promise<GlooStatus> =>
+  inFreshProcess(`const { glooStatus } = await import("@tensorlane/transport-gloo"); console.log(JSON.stringify(glooStatus()))`, "TENSORLANE_GLOO_ADDON", addon)
 
 /** A copy of the addon whose dependency on libgloo.so.0 names libgloo.so.9, which no machine has. */
 const withoutLibgloo = (): string => {
