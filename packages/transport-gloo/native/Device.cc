@@ -19,6 +19,12 @@ namespace {
 
 constexpr const char* kCpusVariable = "TENSORLANE_GLOO_DEVICE_CPUS";
 
+// An environment variable's value; nullptr when unset or empty.
+const char* setting(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' ? value : nullptr;
+}
+
 // A set as the kernel lists CPUs ("0-1,4").
 std::string describe(const cpu_set_t& set) {
   std::ostringstream out;
@@ -68,8 +74,8 @@ cpu_set_t parseCpus(const std::string& list) {
 // thread takes them for the creation and then gets its own back.
 template <typename Create>
 std::shared_ptr<gloo::transport::Device> createOnCpus(Create create) {
-  const char* configured = std::getenv(kCpusVariable);
-  if (configured == nullptr || configured[0] == '\0') return create();
+  const char* configured = setting(kCpusVariable);
+  if (configured == nullptr) return create();
   const cpu_set_t wanted = parseCpus(configured);
   cpu_set_t own;
   if (pthread_getaffinity_np(pthread_self(), sizeof(own), &own) != 0) {
@@ -84,21 +90,19 @@ std::shared_ptr<gloo::transport::Device> createOnCpus(Create create) {
     throw Failure(Failure::Kind::Io, std::string("cannot keep the gloo device's thread on ") + kCpusVariable + "=\"" + configured +
                                          "\": " + std::strerror(refused));
   }
-  try {
-    auto device = create();
-    pthread_setaffinity_np(pthread_self(), sizeof(own), &own);
-    return device;
-  } catch (...) {
-    pthread_setaffinity_np(pthread_self(), sizeof(own), &own);
-    throw;
-  }
+  // The creating thread gets its own CPUs back however the creation ends.
+  struct Restore {
+    const cpu_set_t& own;
+    ~Restore() { pthread_setaffinity_np(pthread_self(), sizeof(own), &own); }
+  } restore{own};
+  return create();
 }
 
 }  // namespace
 
 std::string Device::host() {
-  const char* configured = std::getenv("TENSORLANE_GLOO_HOST");
-  return configured != nullptr && configured[0] != '\0' ? configured : "127.0.0.1";
+  const char* configured = setting("TENSORLANE_GLOO_HOST");
+  return configured != nullptr ? configured : "127.0.0.1";
 }
 
 std::shared_ptr<gloo::transport::Device> Device::shared() {
