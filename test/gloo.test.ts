@@ -1,7 +1,8 @@
 /**
  * The gloo transport through the real runtime: seed 001's walkthrough (Ray Direct Transport over
  * Gloo), progress while the producer is busy, failures (missing group, group conflict, a tensor on
- * another device, a peer dying mid-transfer) and collectives inside actors. One cluster for the file.
+ * another device, a peer dying mid-transfer), where the device threads run, and collectives inside
+ * actors. One cluster for the file.
  */
 import { type ActorHandle, type Cluster, type CollectiveGroup, type GetOptions, type ObjectRef, start } from "@tensorlane/core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -282,6 +283,19 @@ describe("progress and failures", () => {
     tensor.release()
     await fresh.destroy()
     await expectClean(cluster)
+  })
+})
+
+describe("device placement", () => {
+  it("the two members of each one's first group keep their gloo device threads on disjoint CPUs, each its rank's share", async () => {
+    const [first, second] = await Promise.all([take(sender.placement()), take(receiver.placement())])
+    if (first.all.length < 2) {
+      // One CPU cannot be shared out between two ranks.
+      expect([first.narrower, second.narrower]).toEqual([[], []])
+      return
+    }
+    expect(first.narrower).toEqual([first.all.filter((_, i) => i % 2 === 0)])
+    expect(second.narrower).toEqual([second.all.filter((_, i) => i % 2 === 1)])
   })
 })
 

@@ -113,7 +113,7 @@ describe("tensorlane bench", () => {
     // Only the consumer's process gets a value its gloo device refuses: the group cannot be made.
     const refused = await tensorlane([...args, "--consumer-env", "TENSORLANE_GLOO_DEVICE_CPUS=x"])
     expect(refused.code).toBe(1)
-    expect(refused.stderr).toMatch(/TransferError: .*TENSORLANE_GLOO_DEVICE_CPUS="x" is not a list of CPUs/)
+    expect(refused.stderr).toMatch(/TransferError: .*TENSORLANE_GLOO_DEVICE_CPUS="x" is neither a list of CPUs/)
   })
 
   it("refuses a transport that is not ready here, and names the doctor", async () => {

@@ -12,12 +12,15 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 namespace tlgloo {
 
 namespace {
 
 constexpr const char* kCpusVariable = "TENSORLANE_GLOO_DEVICE_CPUS";
+// The value that leaves the device's thread on every CPU the process may use.
+constexpr const char* kAnywhere = "all";
 
 // An environment variable's value; nullptr when unset or empty.
 const char* setting(const char* name) {
@@ -43,7 +46,7 @@ std::string describe(const cpu_set_t& set) {
 // A list such as "1" or "0,2-3"; Failure(Usage) for anything else.
 cpu_set_t parseCpus(const std::string& list) {
   const auto fail = [&]() -> cpu_set_t {
-    throw Failure(Failure::Kind::Usage, std::string(kCpusVariable) + "=\"" + list + "\" is not a list of CPUs (like 1 or 0,2-3)");
+    throw Failure(Failure::Kind::Usage, std::string(kCpusVariable) + "=\"" + list + "\" is neither a list of CPUs (like 1 or 0,2-3) nor " + kAnywhere);
   };
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -69,19 +72,37 @@ cpu_set_t parseCpus(const std::string& list) {
   return set;
 }
 
+// The CPUs of `own` at positions rank, rank + size, rank + 2 * size...: disjoint shares, one per
+// rank. None for a group of one, or of more ranks than `own` has CPUs (shares would overlap).
+std::optional<cpu_set_t> shareOf(const cpu_set_t& own, RankShare share) {
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (CPU_ISSET(cpu, &own)) cpus.push_back(cpu);
+  }
+  if (share.size < 2 || static_cast<size_t>(share.size) > cpus.size()) return std::nullopt;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (size_t i = share.rank; i < cpus.size(); i += share.size) CPU_SET(cpus[i], &set);
+  return set;
+}
+
 // The device's event-loop thread moves every byte of the process's gloo transfers. It inherits the
-// CPUs of the thread that creates it, so when TENSORLANE_GLOO_DEVICE_CPUS names some, the creating
-// thread takes them for the creation and then gets its own back.
+// CPUs of the thread that creates it, so the creating thread takes the device's CPUs (configured,
+// or the rank's share) for the creation and then gets its own back. A share is only for speed: when
+// this thread cannot take it, the device is created where the thread runs.
 template <typename Create>
-std::shared_ptr<gloo::transport::Device> createOnCpus(Create create) {
+std::shared_ptr<gloo::transport::Device> createOnCpus(std::optional<RankShare> share, Create create) {
   const char* configured = setting(kCpusVariable);
-  if (configured == nullptr) return create();
-  const cpu_set_t wanted = parseCpus(configured);
+  if (configured == nullptr ? !share.has_value() : std::strcmp(configured, kAnywhere) == 0) return create();
   cpu_set_t own;
   if (pthread_getaffinity_np(pthread_self(), sizeof(own), &own) != 0) {
+    if (configured == nullptr) return create();
     throw Failure(Failure::Kind::Io, std::string("cannot read this thread's CPUs to apply ") + kCpusVariable);
   }
-  const int refused = pthread_setaffinity_np(pthread_self(), sizeof(wanted), &wanted);
+  const std::optional<cpu_set_t> wanted = configured != nullptr ? std::optional<cpu_set_t>(parseCpus(configured)) : shareOf(own, *share);
+  if (!wanted.has_value()) return create();
+  const int refused = pthread_setaffinity_np(pthread_self(), sizeof(*wanted), &*wanted);
+  if (refused != 0 && configured == nullptr) return create();
   if (refused == EINVAL) {
     throw Failure(Failure::Kind::Usage, std::string(kCpusVariable) + "=\"" + configured +
                                             "\" names no CPU this process may run on (it may run on " + describe(own) + ")");
@@ -105,7 +126,7 @@ std::string Device::host() {
   return configured != nullptr ? configured : "127.0.0.1";
 }
 
-std::shared_ptr<gloo::transport::Device> Device::shared() {
+std::shared_ptr<gloo::transport::Device> Device::shared(std::optional<RankShare> share) {
   static std::mutex mutex;
   static std::shared_ptr<gloo::transport::Device> device;
   std::lock_guard<std::mutex> lock(mutex);
@@ -114,7 +135,7 @@ std::shared_ptr<gloo::transport::Device> Device::shared() {
     attr.hostname = host();
     attr.ai_family = AF_UNSPEC;
     try {
-      device = createOnCpus([&] { return gloo::transport::tcp::CreateDevice(attr); });
+      device = createOnCpus(share, [&] { return gloo::transport::tcp::CreateDevice(attr); });
     } catch (const Failure&) {
       throw;
     } catch (const std::exception& e) {

@@ -36,6 +36,17 @@ std::chrono::milliseconds timeoutArg(const Napi::CallbackInfo& info, size_t inde
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(std::min(ms, kLongest))));
 }
 
+// options.deviceCpusByRank: whether this rank's device thread (if this group opens the device) takes
+// the rank's share of the process's CPUs (Device::shared).
+bool deviceCpusByRankArg(const Napi::CallbackInfo& info, size_t index) {
+  if (info[index].IsUndefined()) return false;
+  if (!info[index].IsObject()) usage("options must be an object");
+  const Napi::Value value = info[index].As<Napi::Object>().Get("deviceCpusByRank");
+  if (value.IsUndefined()) return false;
+  if (!value.IsBoolean()) usage("options.deviceCpusByRank must be a boolean");
+  return value.As<Napi::Boolean>().Value();
+}
+
 // Checked in full before anything is pinned, so that a bad argument leaves no reference behind.
 std::vector<Napi::Uint8Array> buffersArg(const Napi::CallbackInfo& info, size_t index) {
   if (!info[index].IsArray()) usage("buffers must be an array of Uint8Array");
@@ -90,7 +101,7 @@ GlooGroup::GlooGroup(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GlooGrou
     const int rank = intArg(info, 0, "rank");
     const int size = intArg(info, 1, "size");
     if (size < 1 || rank >= size) usage("rank " + std::to_string(rank) + " is not in a group of " + std::to_string(size));
-    state_ = std::make_shared<GroupState>(info.Env(), rank, size, timeoutArg(info, 2));
+    state_ = std::make_shared<GroupState>(info.Env(), rank, size, timeoutArg(info, 2), deviceCpusByRankArg(info, 3));
     return info.Env().Undefined();
   });
 }

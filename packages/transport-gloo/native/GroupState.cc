@@ -11,10 +11,11 @@
 
 namespace tlgloo {
 
-GroupState::GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout)
+GroupState::GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank)
     : owner_(owner),
       rank_(rank), size_(size), context_(std::make_shared<ExtContext>(rank, size, connectTimeout)) {
-  blob_ = AddressBlob::pack(rank, size, context_->createPairs(Device::shared()));
+  const auto share = deviceCpusByRank ? std::optional<RankShare>(RankShare{rank, size}) : std::nullopt;
+  blob_ = AddressBlob::pack(rank, size, context_->createPairs(Device::shared(share)));
 }
 
 std::vector<std::vector<char>> GroupState::peerAddresses(const std::vector<std::vector<uint8_t>>& blobs) const {

@@ -24,8 +24,9 @@ class Job;
 // may still touch after an aborted operation until the pairs are closed.
 class GroupState {
  public:
-  // `owner`: the JS environment that creates (and destroys) the group.
-  GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout);
+  // `owner`: the JS environment that creates (and destroys) the group. `deviceCpusByRank`: if this
+  // group opens the process's device, its thread takes this rank's share of the CPUs (Device).
+  GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank);
   GroupState(const GroupState&) = delete;
   GroupState& operator=(const GroupState&) = delete;
 

@@ -51,8 +51,18 @@ export interface NativeGroup {
   publish(name: string): void
 }
 
+export interface GroupOptions {
+  /**
+   * If this group opens the process's gloo device (the first group of the process), the device's
+   * thread keeps to this rank's share of the CPUs the process may use, disjoint from the other
+   * ranks' shares (none when the group has more ranks than CPUs). TENSORLANE_GLOO_DEVICE_CPUS,
+   * when set, decides instead.
+   */
+  readonly deviceCpusByRank?: boolean
+}
+
 export interface GlooGroupClass {
-  new (rank: number, size: number, connectTimeoutMs: number): NativeGroup
+  new (rank: number, size: number, connectTimeoutMs: number, options?: GroupOptions): NativeGroup
   /** The group published under `name` by any thread of this process, shared (it is never closed through this handle); undefined when there is none. */
   attach(name: string): NativeGroup | undefined
   /** The names of this process's published groups. */

@@ -1,6 +1,8 @@
 /**
- * TENSORLANE_GLOO_DEVICE_CPUS: the CPUs of the device's event-loop thread (the one that moves every
- * byte of the process's transfers). Each case in a fresh process: a process opens its device once.
+ * Where the device's event-loop thread (the one that moves every byte of the process's transfers)
+ * may run: the CPUs TENSORLANE_GLOO_DEVICE_CPUS lists, else the share of the first group's rank
+ * when that group asks for it (the transport's groups do). Each case in a fresh process: a process
+ * opens its device once.
  */
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
@@ -12,45 +14,98 @@ interface Opened {
   readonly threads: ReadonlyArray<string>
 }
 
-/** Opens the device and reports what it said and every thread's CPUs. */
-const OPEN_DEVICE = `
+/** Runs `open` (which opens the device) and reports what it threw and every thread's CPUs. */
+const program = (open: string) => `
   import { readdirSync, readFileSync } from "node:fs"
   const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
+  const { addon } = loadGlooAddon()
   let error
-  try { loadGlooAddon().addon.deviceAddress() } catch (e) { error = { code: e.code, message: e.message } }
+  try { ${open} } catch (e) { error = { code: e.code, message: e.message } }
   const tasks = readdirSync("/proc/self/task").map(Number).sort((a, b) => a - b)
   const threads = tasks.map((t) => /Cpus_allowed_list:\\s+(\\S+)/.exec(readFileSync("/proc/self/task/" + t + "/status", "utf8"))[1])
   console.log(JSON.stringify({ error, threads }))`
 
-const openDevice = (cpus: string | undefined): Promise<Opened> => inFreshProcess(OPEN_DEVICE, "TENSORLANE_GLOO_DEVICE_CPUS", cpus)
+const openDevice = (cpus: string | undefined): Promise<Opened> =>
+  inFreshProcess(program("addon.deviceAddress()"), "TENSORLANE_GLOO_DEVICE_CPUS", cpus)
+
+/** Opens the device by creating a group (never connected) of `size` as `rank`, with `options`. */
+const openByGroup = (cpus: string | undefined, rank: number, size: number, options?: unknown): Promise<Opened> =>
+  inFreshProcess(program(`new addon.Group(${rank}, ${size}, 30000, ${JSON.stringify(options)}).destroy()`), "TENSORLANE_GLOO_DEVICE_CPUS", cpus)
+
+/** The CPUs of a kernel list ("0-2,5"). */
+const cpusOf = (list: string): Array<number> =>
+  list.split(",").flatMap((item) => {
+    const [from, to = from] = item.split("-").map(Number)
+    return Array.from({ length: to - from + 1 }, (_, i) => from + i)
+  })
 
 /** The CPUs this process may run on, as the kernel lists them ("0-1"), and the last of them. */
 const all = /Cpus_allowed_list:\s+(\S+)/.exec(readFileSync("/proc/self/status", "utf8"))![1]
-const last = String(Math.max(...all.split(/[,-]/).map(Number)))
-const several = all !== last
+const allCpus = cpusOf(all)
+const last = String(allCpus[allCpus.length - 1])
+const several = allCpus.length > 1
 
-describe("TENSORLANE_GLOO_DEVICE_CPUS", () => {
-  it("unset, the device's thread may run anywhere, as every other thread", async () => {
+/** The threads whose CPUs differ from the process's: the device's, when it was placed. */
+const placed = (opened: Opened): Array<Array<number>> => opened.threads.filter((cpus) => cpus !== all).map(cpusOf)
+
+describe("the gloo device thread's CPUs", () => {
+  it("unset and opened outside a group, the device's thread may run anywhere, as every other thread", async () => {
     const opened = await openDevice(undefined)
     expect(opened.error).toBeUndefined()
     expect(new Set(opened.threads)).toEqual(new Set([all]))
   })
 
-  it("restricts the device's thread, and that thread only, to the CPUs it lists", async () => {
-    const opened = await openDevice(last)
-    expect(opened.error).toBeUndefined()
-    expect(opened.threads.filter((cpus) => cpus === last)).toHaveLength(several ? 1 : opened.threads.length)
-    // The thread that opened the device (here the main thread) gets its own CPUs back.
-    expect(opened.threads[0]).toBe(all)
+  it("unset, the first group's rank gives it its share: every CPU at the rank's position modulo the group's size", async () => {
+    for (const rank of [0, 1]) {
+      const opened = await openByGroup(undefined, rank, 2, { deviceCpusByRank: true })
+      expect(opened.error).toBeUndefined()
+      if (!several) {
+        // One CPU cannot be shared out between two ranks.
+        expect(placed(opened)).toEqual([])
+        continue
+      }
+      expect(placed(opened)).toEqual([allCpus.filter((_, i) => i % 2 === rank)])
+      // The thread that opened the device (here the main thread) gets its own CPUs back.
+      expect(opened.threads[0]).toBe(all)
+    }
+  })
+
+  it("takes no share for a group of more ranks than CPUs, nor when the group does not ask, nor with the value all", async () => {
+    for (const opened of [
+      await openByGroup(undefined, 0, allCpus.length + 1, { deviceCpusByRank: true }),
+      await openByGroup(undefined, 1, 2, {}),
+      await openByGroup(undefined, 1, 2),
+      await openByGroup("all", 1, 2, { deviceCpusByRank: true }),
+      await openDevice("all"),
+    ]) {
+      expect(opened.error).toBeUndefined()
+      expect(placed(opened)).toEqual([])
+    }
+  })
+
+  it("restricts the device's thread, and that thread only, to the CPUs TENSORLANE_GLOO_DEVICE_CPUS lists, over a group's share", async () => {
+    for (const opened of [await openDevice(last), await openByGroup(last, 0, 2, { deviceCpusByRank: true })]) {
+      expect(opened.error).toBeUndefined()
+      expect(opened.threads.filter((cpus) => cpus === last)).toHaveLength(several ? 1 : opened.threads.length)
+      expect(opened.threads[0]).toBe(all)
+    }
   })
 
   it("refuses what is not a CPU list, and CPUs the process may not use, saying which it may", async () => {
-    for (const bad of ["x", "1-", "3-1", ",", "99999"]) {
+    for (const bad of ["x", "1-", "3-1", ",", "99999", "ALL"]) {
       const { error } = await openDevice(bad)
-      expect(error, bad).toEqual({ code: "usage", message: `TENSORLANE_GLOO_DEVICE_CPUS="${bad}" is not a list of CPUs (like 1 or 0,2-3)` })
+      expect(error, bad).toEqual({ code: "usage", message: `TENSORLANE_GLOO_DEVICE_CPUS="${bad}" is neither a list of CPUs (like 1 or 0,2-3) nor all` })
     }
     const { error, threads } = await openDevice("1023")
     expect(error).toEqual({ code: "usage", message: `TENSORLANE_GLOO_DEVICE_CPUS="1023" names no CPU this process may run on (it may run on ${all})` })
     expect(new Set(threads)).toEqual(new Set([all]))
+  })
+
+  it("refuses group options of the wrong type", async () => {
+    expect((await openByGroup(undefined, 0, 2, 5)).error).toEqual({ code: "usage", message: "options must be an object" })
+    expect((await openByGroup(undefined, 0, 2, { deviceCpusByRank: 1 })).error).toEqual({
+      code: "usage",
+      message: "options.deviceCpusByRank must be a boolean",
+    })
   })
 })
