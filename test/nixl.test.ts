@@ -2,10 +2,12 @@
  * The nixl transport through the real runtime: seed 000 (register_nixl_memory: a weight matrix
  * registered once, 1000 row views put in one call), seed 001's NIXL walkthrough (actor to actor,
  * put/get inside actors, get from the driver), target buffers, a registered pool, reference
- * counts, and failures (a dead producer, a frozen one and the timeout). One cluster per file; every
- * test ends with empty stores and no registration left (`cluster.inspect()`).
+ * counts, how often idle actors wake, and failures (a dead producer, a frozen one and the timeout).
+ * One cluster per file; every test ends with empty stores and no registration left
+ * (`cluster.inspect()`).
  */
 import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, Tensor, start } from "@tensorlane/core"
+import { readdirSync, readFileSync } from "node:fs"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { NixlWorker } from "./fixtures/nixlActors.mjs"
 import { expectClean, sleep, take as takeFrom } from "./helpers.ts"
@@ -76,6 +78,37 @@ describe("seed 001: NIXL between actors, no group", () => {
     await cluster.get(busy)
     busy.release()
     ref.release()
+  })
+})
+
+describe("idle actors", () => {
+  /** Each thread's count of voluntary context switches (one per wake-up from a wait), by pid/tid. */
+  const wakeUps = (pids: ReadonlyArray<number>): Map<string, number> =>
+    new Map(
+      pids.flatMap((pid) =>
+        readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
+          try {
+            const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8")
+            return [[`${pid}/${tid}`, Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(status)![1])] as const]
+          } catch {
+            // The thread ended between the listing and the read.
+            return []
+          }
+        }),
+      ),
+    )
+
+  it("no thread of an actor that served and made a READ wakes more than a few times a second once idle", async () => {
+    // Idle wake-ups slow transfers elsewhere on the machine (transport-nixl README: PROGRESS_DELAY_US).
+    const ref = sender.make(1 << 20)
+    expect(await take(receiver.numel(ref))).toBe(1 << 18)
+    ref.release()
+    const pids = [await take(sender.pid()), await take(receiver.pid())]
+    await sleep(300)
+    const before = wakeUps(pids)
+    await sleep(1000)
+    const busiest = Math.max(...[...wakeUps(pids)].map(([thread, count]) => count - (before.get(thread) ?? count)))
+    expect(busiest).toBeLessThan(30)
   })
 })
 
