@@ -1,6 +1,7 @@
 #include "Device.h"
 
 #include "Failure.h"
+#include "Settings.h"
 
 #include <gloo/transport/tcp/device.h>
 
@@ -8,7 +9,6 @@
 #include <sched.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -21,12 +21,6 @@ namespace {
 constexpr const char* kCpusVariable = "TENSORLANE_GLOO_DEVICE_CPUS";
 // The value that leaves the device's thread on every CPU the process may use.
 constexpr const char* kAnywhere = "all";
-
-// An environment variable's value; nullptr when unset or empty.
-const char* setting(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && value[0] != '\0' ? value : nullptr;
-}
 
 // A set as the kernel lists CPUs ("0-1,4").
 std::string describe(const cpu_set_t& set) {

@@ -1,7 +1,10 @@
 #include "ExtContext.h"
 
+#include "Sockets.h"
+
 #include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/address.h>
 
 #include <mutex>
 
@@ -25,6 +28,13 @@ std::vector<std::vector<char>> ExtContext::createPairs(const std::shared_ptr<glo
 
 void ExtContext::connectPeer(int peer, const std::vector<char>& address) {
   transportContext_->getPair(peer)->connect(address);
+}
+
+int ExtContext::socketOf(int peer) {
+  // A connected pair's address is its socket's local address (gloo resets it on connecting).
+  const auto& pair = transportContext_->getPair(peer);
+  if (pair == nullptr) return -1;
+  return connectedSocketAt(gloo::transport::tcp::Address(pair->address().bytes()).getSockaddr());
 }
 
 void ExtContext::closePairs() {

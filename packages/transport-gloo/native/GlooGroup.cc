@@ -77,6 +77,7 @@ Napi::Function GlooGroup::Define(Napi::Env env) {
                          InstanceAccessor<&GlooGroup::Size>("size"),
                          InstanceAccessor<&GlooGroup::Broken>("broken"),
                          InstanceAccessor<&GlooGroup::Stranded>("stranded"),
+                         InstanceAccessor<&GlooGroup::SendBuffers>("sendBuffers"),
                          InstanceMethod<&GlooGroup::Address>("address"),
                          InstanceMethod<&GlooGroup::Connect>("connect"),
                          InstanceMethod<&GlooGroup::Send>("send"),
@@ -130,6 +131,15 @@ Napi::Value GlooGroup::Stranded(const Napi::CallbackInfo& info) {
   Napi::Object out = Napi::Object::New(info.Env());
   out.Set("operations", Napi::Number::New(info.Env(), static_cast<double>(stranded.operations)));
   out.Set("bytes", Napi::Number::New(info.Env(), static_cast<double>(stranded.bytes)));
+  return out;
+}
+
+Napi::Value GlooGroup::SendBuffers(const Napi::CallbackInfo& info) {
+  const std::vector<int> bytes = state_->sendBuffers();
+  Napi::Array out = Napi::Array::New(info.Env(), bytes.size());
+  for (size_t peer = 0; peer < bytes.size(); peer++) {
+    out.Set(peer, bytes[peer] < 0 ? info.Env().Undefined() : Napi::Number::New(info.Env(), bytes[peer]));
+  }
   return out;
 }
 

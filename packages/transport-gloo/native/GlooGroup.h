@@ -22,6 +22,7 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   Napi::Value Size(const Napi::CallbackInfo& info);
   Napi::Value Broken(const Napi::CallbackInfo& info);
   Napi::Value Stranded(const Napi::CallbackInfo& info);
+  Napi::Value SendBuffers(const Napi::CallbackInfo& info);
   Napi::Value Address(const Napi::CallbackInfo& info);
   Napi::Value Connect(const Napi::CallbackInfo& info);
   Napi::Value Send(const Napi::CallbackInfo& info);

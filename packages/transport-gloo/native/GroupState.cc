@@ -4,6 +4,7 @@
 #include "Device.h"
 #include "Failure.h"
 #include "Job.h"
+#include "SendBuffer.h"
 
 #include <gloo/common/error.h>
 
@@ -13,7 +14,10 @@ namespace tlgloo {
 
 GroupState::GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank)
     : owner_(owner),
-      rank_(rank), size_(size), context_(std::make_shared<ExtContext>(rank, size, connectTimeout)) {
+      rank_(rank),
+      size_(size),
+      context_(std::make_shared<ExtContext>(rank, size, connectTimeout)),
+      sendBufferBytes_(SendBuffer::configured()) {
   const auto share = deviceCpusByRank ? std::optional<RankShare>(RankShare{rank, size}) : std::nullopt;
   blob_ = AddressBlob::pack(rank, size, context_->createPairs(Device::shared(share)));
 }
@@ -59,7 +63,23 @@ void GroupState::connect(const std::vector<std::vector<char>>& addresses) {
     ExtContext::park(context_);
     throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
   }
+  // Under the lock: close() cannot have closed the sockets yet.
+  if (sendBufferBytes_.has_value()) {
+    for (int peer = 0; peer < size_; peer++) {
+      if (peer != rank_) SendBuffer::sizeIfSameHost(context_->socketOf(peer), *sendBufferBytes_);
+    }
+  }
   phase_ = Phase::Connected;
+}
+
+std::vector<int> GroupState::sendBuffers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ != Phase::Connected) return {};
+  std::vector<int> bytes(size_, -1);
+  for (int peer = 0; peer < size_; peer++) {
+    if (peer != rank_) bytes[peer] = SendBuffer::of(context_->socketOf(peer));
+  }
+  return bytes;
 }
 
 std::shared_ptr<ExtContext> GroupState::context() {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,13 @@ class GroupState {
   // for a malformed one.
   std::vector<std::vector<char>> peerAddresses(const std::vector<std::vector<uint8_t>>& blobs) const;
 
-  // Native thread: connects every pair (blocking). Failure(Closed) when the group is destroyed meanwhile.
+  // Native thread: connects every pair (blocking), then sizes the send buffer of the sockets to
+  // peers on this host (SendBuffer). Failure(Closed) when the group is destroyed meanwhile.
   void connect(const std::vector<std::vector<char>>& addresses);
+
+  // The send buffer the kernel gives the socket to each peer, by rank (-1 for this rank); empty
+  // unless connected and not yet destroyed.
+  std::vector<int> sendBuffers();
 
   // The context an operation runs on; Failure when the group is not connected, broken or destroyed.
   std::shared_ptr<ExtContext> context();
@@ -83,6 +89,8 @@ class GroupState {
   const int size_;
   std::shared_ptr<ExtContext> context_;
   std::vector<uint8_t> blob_;
+  // What connect() asks of the sockets to peers on this host; nullopt: the kernel decides.
+  const std::optional<int> sendBufferBytes_;
 
   std::mutex mutex_;
   Phase phase_ = Phase::Created;

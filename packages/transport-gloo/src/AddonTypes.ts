@@ -28,6 +28,13 @@ export interface NativeGroup {
    * or receive, so its buffers (and the tensor memory pinned for them) stay with the group.
    */
   readonly stranded: { readonly operations: number; readonly bytes: number }
+  /**
+   * The send buffer the kernel gives the socket to each peer, by rank (undefined for this rank);
+   * empty until the group connects and once it is destroyed. Sockets to a peer on this host get
+   * TENSORLANE_GLOO_SEND_BUFFER bytes (default 512 KiB; "kernel" leaves it to the kernel), which the
+   * kernel reports doubled; sockets to other hosts keep the kernel's own.
+   */
+  readonly sendBuffers: ReadonlyArray<number | undefined>
   /** This rank's blob for the all-gather: the address of each of its pairs. */
   address(): Uint8Array
   /** Connects every pair with every rank's blob (by rank); throws code "protocol" for a malformed blob. */

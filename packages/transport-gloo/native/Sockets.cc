@@ -1,0 +1,63 @@
+#include "Sockets.h"
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tlgloo {
+
+namespace {
+
+int portOf(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET) return reinterpret_cast<const sockaddr_in&>(address).sin_port;
+  if (address.ss_family == AF_INET6) return reinterpret_cast<const sockaddr_in6&>(address).sin6_port;
+  return -1;
+}
+
+}  // namespace
+
+bool sameHost(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    const auto& x = reinterpret_cast<const sockaddr_in&>(a).sin_addr;
+    const auto& y = reinterpret_cast<const sockaddr_in&>(b).sin_addr;
+    return std::memcmp(&x, &y, sizeof(x)) == 0;
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& x = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+    const auto& y = reinterpret_cast<const sockaddr_in6&>(b).sin6_addr;
+    return std::memcmp(&x, &y, sizeof(x)) == 0;
+  }
+  return false;
+}
+
+bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
+  return sameHost(a, b) && portOf(a) == portOf(b);
+}
+
+int connectedSocketAt(const sockaddr_storage& local) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const int fd = std::atoi(entry->d_name);
+    struct stat info;
+    if (fstat(fd, &info) != 0 || !S_ISSOCK(info.st_mode)) continue;
+    sockaddr_storage self{};
+    sockaddr_storage peer{};
+    socklen_t selfLength = sizeof(self);
+    socklen_t peerLength = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLength) != 0 || !sameEndpoint(self, local)) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLength) != 0) continue;
+    found = fd;
+    break;
+  }
+  closedir(dir);
+  return found;
+}
+
+}  // namespace tlgloo
