@@ -30,11 +30,14 @@ void ExtContext::connectPeer(int peer, const std::vector<char>& address) {
   transportContext_->getPair(peer)->connect(address);
 }
 
-int ExtContext::socketOf(int peer) {
+std::vector<int> ExtContext::sockets() {
   // A connected pair's address is its socket's local address (gloo resets it on connecting).
-  const auto& pair = transportContext_->getPair(peer);
-  if (pair == nullptr) return -1;
-  return connectedSocketAt(gloo::transport::tcp::Address(pair->address().bytes()).getSockaddr());
+  std::vector<sockaddr_storage> locals(size);
+  for (int peer = 0; peer < size; peer++) {
+    const auto& pair = transportContext_->getPair(peer);
+    if (peer != rank && pair != nullptr) locals[peer] = gloo::transport::tcp::Address(pair->address().bytes()).getSockaddr();
+  }
+  return connectedSocketsAt(locals);
 }
 
 void ExtContext::closePairs() {

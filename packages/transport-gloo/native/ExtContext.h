@@ -23,8 +23,9 @@ class ExtContext : public gloo::Context {
   // Blocks until the TCP connection to `peer` is up (both sides call it) or the context times out.
   void connectPeer(int peer, const std::vector<char>& address);
 
-  // The TCP socket of the pair with `peer`, once connectPeer() returned; -1 without one.
-  int socketOf(int peer);
+  // The TCP socket of the pair with each peer, by rank, once connectPeer() returned; -1 for this
+  // rank and for a pair without one.
+  std::vector<int> sockets();
 
   // Closes every pair: the device stops reading and writing for this context, and a connect in
   // progress returns.

@@ -65,9 +65,7 @@ void GroupState::connect(const std::vector<std::vector<char>>& addresses) {
   }
   // Under the lock: close() cannot have closed the sockets yet.
   if (sendBufferBytes_.has_value()) {
-    for (int peer = 0; peer < size_; peer++) {
-      if (peer != rank_) SendBuffer::sizeIfSameHost(context_->socketOf(peer), *sendBufferBytes_);
-    }
+    for (int fd : context_->sockets()) SendBuffer::sizeIfSameHost(fd, *sendBufferBytes_);
   }
   phase_ = Phase::Connected;
 }
@@ -75,10 +73,8 @@ void GroupState::connect(const std::vector<std::vector<char>>& addresses) {
 std::vector<int> GroupState::sendBuffers() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ != Phase::Connected) return {};
-  std::vector<int> bytes(size_, -1);
-  for (int peer = 0; peer < size_; peer++) {
-    if (peer != rank_) bytes[peer] = SendBuffer::of(context_->socketOf(peer));
-  }
+  std::vector<int> bytes;
+  for (int fd : context_->sockets()) bytes.push_back(fd < 0 ? -1 : SendBuffer::of(fd));
   return bytes;
 }
 

@@ -38,10 +38,10 @@ bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
   return sameHost(a, b) && portOf(a) == portOf(b);
 }
 
-int connectedSocketAt(const sockaddr_storage& local) {
+std::vector<int> connectedSocketsAt(const std::vector<sockaddr_storage>& locals) {
+  std::vector<int> found(locals.size(), -1);
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
+  if (dir == nullptr) return found;
   while (const dirent* entry = readdir(dir)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
     const int fd = std::atoi(entry->d_name);
@@ -51,10 +51,11 @@ int connectedSocketAt(const sockaddr_storage& local) {
     sockaddr_storage peer{};
     socklen_t selfLength = sizeof(self);
     socklen_t peerLength = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLength) != 0 || !sameEndpoint(self, local)) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLength) != 0) continue;
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLength) != 0) continue;
-    found = fd;
-    break;
+    for (size_t i = 0; i < locals.size(); i++) {
+      if (found[i] < 0 && sameEndpoint(self, locals[i])) found[i] = fd;
+    }
   }
   closedir(dir);
   return found;
