@@ -5,10 +5,10 @@
 namespace tlgloo {
 
 // The kernel's send buffer for a group's sockets to peers on the same host. Left to the kernel, a
-// loopback socket's buffer grows to net.ipv4.tcp_wmem's maximum (4 MiB), and a large transfer then
-// keeps that much in flight, beyond the CPUs' caches: every byte is copied into the kernel and out
-// again through main memory. A buffer of kDefaultBytes (the kernel doubles it) keeps it in cache:
-// raw Gloo one-way, 64 MiB, 10.0-10.6 ms against 13.4-14.6 (bench/rawSend.mjs, alternate runs).
+// loopback socket's buffer grows to net.ipv4.tcp_wmem's maximum (4 MiB here), and a large transfer
+// then keeps that much in flight, more than the CPUs' caches hold, so that its bytes are likely
+// copied into the kernel and out again through main memory. With kDefaultBytes (the kernel doubles
+// it) raw Gloo one-way moves 64 MiB in 9.6-9.7 ms against 13.2-13.9 (bench/rawSend.mjs, alternate runs).
 // Sockets to other hosts keep the kernel's autotuning, which sizes them for the network's latency.
 class SendBuffer {
  public:
