@@ -34,13 +34,8 @@ std::optional<int> SendBuffer::configured() {
 }
 
 void SendBuffer::sizeIfSameHost(int fd, int bytes) {
-  sockaddr_storage self{};
-  sockaddr_storage peer{};
-  socklen_t selfLength = sizeof(self);
-  socklen_t peerLength = sizeof(peer);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLength) != 0) return;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLength) != 0) return;
-  if (!sameHost(self, peer)) return;
+  const std::optional<Ends> ends = endsOf(fd);
+  if (!ends.has_value() || !sameHost(ends->self, ends->peer)) return;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
 }
 

@@ -19,6 +19,15 @@ int portOf(const sockaddr_storage& address) {
 
 }  // namespace
 
+std::optional<Ends> endsOf(int fd) {
+  Ends ends{};
+  socklen_t selfLength = sizeof(ends.self);
+  socklen_t peerLength = sizeof(ends.peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ends.self), &selfLength) != 0) return std::nullopt;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ends.peer), &peerLength) != 0) return std::nullopt;
+  return ends;
+}
+
 bool sameHost(const sockaddr_storage& a, const sockaddr_storage& b) {
   if (a.ss_family != b.ss_family) return false;
   if (a.ss_family == AF_INET) {
@@ -47,14 +56,10 @@ std::vector<int> connectedSocketsAt(const std::vector<sockaddr_storage>& locals)
     const int fd = std::atoi(entry->d_name);
     struct stat info;
     if (fstat(fd, &info) != 0 || !S_ISSOCK(info.st_mode)) continue;
-    sockaddr_storage self{};
-    sockaddr_storage peer{};
-    socklen_t selfLength = sizeof(self);
-    socklen_t peerLength = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLength) != 0) continue;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLength) != 0) continue;
+    const std::optional<Ends> ends = endsOf(fd);
+    if (!ends.has_value()) continue;
     for (size_t i = 0; i < locals.size(); i++) {
-      if (found[i] < 0 && sameEndpoint(self, locals[i])) found[i] = fd;
+      if (found[i] < 0 && sameEndpoint(ends->self, locals[i])) found[i] = fd;
     }
   }
   closedir(dir);

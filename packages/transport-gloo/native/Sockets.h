@@ -2,9 +2,19 @@
 
 #include <sys/socket.h>
 
+#include <optional>
 #include <vector>
 
 namespace tlgloo {
+
+// A connected socket's two ends.
+struct Ends {
+  sockaddr_storage self;
+  sockaddr_storage peer;
+};
+
+// The ends of `fd`; nullopt unless it is a connected socket.
+std::optional<Ends> endsOf(int fd);
 
 // Whether two IPv4 or IPv6 socket addresses name the same host address, ports aside.
 bool sameHost(const sockaddr_storage& a, const sockaddr_storage& b);
