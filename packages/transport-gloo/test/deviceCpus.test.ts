@@ -4,9 +4,12 @@
  * when that group asks for it (the transport's groups do). Each case in a fresh process: a process
  * opens its device once.
  */
-import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
+import { allowedList, cpusOfList } from "./fixtures/cpus.mjs"
 import { inFreshProcess } from "./fixtures/freshProcess.ts"
+
+/** The fresh processes read their threads' CPUs with the tests' own module. */
+const cpusModule = new URL("./fixtures/cpus.mjs", import.meta.url).href
 
 interface Opened {
   readonly error?: { readonly code: string; readonly message: string }
@@ -16,14 +19,12 @@ interface Opened {
 
 /** Runs `open` (which opens the device) and reports what it threw and every thread's CPUs. */
 const program = (open: string) => `
-  import { readdirSync, readFileSync } from "node:fs"
+  const { threadLists } = await import(${JSON.stringify(cpusModule)})
   const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
   const { addon } = loadGlooAddon()
   let error
   try { ${open} } catch (e) { error = { code: e.code, message: e.message } }
-  const tasks = readdirSync("/proc/self/task").map(Number).sort((a, b) => a - b)
-  const threads = tasks.map((t) => /Cpus_allowed_list:\\s+(\\S+)/.exec(readFileSync("/proc/self/task/" + t + "/status", "utf8"))[1])
-  console.log(JSON.stringify({ error, threads }))`
+  console.log(JSON.stringify({ error, threads: threadLists() }))`
 
 const openDevice = (cpus: string | undefined): Promise<Opened> =>
   inFreshProcess(program("addon.deviceAddress()"), "TENSORLANE_GLOO_DEVICE_CPUS", cpus)
@@ -32,21 +33,14 @@ const openDevice = (cpus: string | undefined): Promise<Opened> =>
 const openByGroup = (cpus: string | undefined, rank: number, size: number, options?: unknown): Promise<Opened> =>
   inFreshProcess(program(`new addon.Group(${rank}, ${size}, 30000, ${JSON.stringify(options)}).destroy()`), "TENSORLANE_GLOO_DEVICE_CPUS", cpus)
 
-/** The CPUs of a kernel list ("0-2,5"). */
-const cpusOf = (list: string): Array<number> =>
-  list.split(",").flatMap((item) => {
-    const [from, to = from] = item.split("-").map(Number)
-    return Array.from({ length: to - from + 1 }, (_, i) => from + i)
-  })
-
 /** The CPUs this process may run on, as the kernel lists them ("0-1"), and the last of them. */
-const all = /Cpus_allowed_list:\s+(\S+)/.exec(readFileSync("/proc/self/status", "utf8"))![1]
-const allCpus = cpusOf(all)
+const all = allowedList()
+const allCpus = cpusOfList(all)
 const last = String(allCpus[allCpus.length - 1])
 const several = allCpus.length > 1
 
 /** The threads whose CPUs differ from the process's: the device's, when it was placed. */
-const placed = (opened: Opened): Array<Array<number>> => opened.threads.filter((cpus) => cpus !== all).map(cpusOf)
+const placed = (opened: Opened): Array<Array<number>> => opened.threads.filter((cpus) => cpus !== all).map(cpusOfList)
 
 describe("the gloo device thread's CPUs", () => {
   it("unset and opened outside a group, the device's thread may run anywhere, as every other thread", async () => {
