@@ -102,9 +102,33 @@ export class ObjectFreedError extends Schema.TaggedError<ObjectFreedError>()("Ob
   objectId: Schema.String,
 }) {}
 
-/** The cluster is shut down, or an actor handle belongs to another cluster. */
+/** The cluster is shut down (also when a ref or handle of a shut-down cluster is used). */
 export class ClusterClosedError extends Schema.TaggedError<ClusterClosedError>()("ClusterClosedError", {
   message: Schema.String,
+}) {}
+
+/** An argument of a tensorlane call that is not what it accepts (a count, a timeout, a ref, a value that cannot travel). */
+export class InvalidArgumentError extends Schema.TaggedError<InvalidArgumentError>()("InvalidArgumentError", {
+  message: Schema.String,
+  argument: Schema.String,
+}) {}
+
+/** A ref or actor handle used with a cluster other than the one that made it. */
+export class WrongClusterError extends Schema.TaggedError<WrongClusterError>()("WrongClusterError", {
+  message: Schema.String,
+}) {}
+
+/** A control message (arguments, a result, an error) over the control plane's size limit; only that call fails. */
+export class MessageTooLargeError extends Schema.TaggedError<MessageTooLargeError>()("MessageTooLargeError", {
+  message: Schema.String,
+  bytes: Schema.Number,
+  limit: Schema.Number,
+}) {}
+
+/** A call cancelled with `cluster.cancel(ref)` before or while it ran. */
+export class CancelledError extends Schema.TaggedError<CancelledError>()("CancelledError", {
+  message: Schema.String,
+  objectId: Schema.String,
 }) {}
 
 /** A native library that is not installed or cannot be loaded; lists every place that was tried. */
@@ -135,3 +159,7 @@ export type TensorlaneError =
   | ObjectFreedError
   | ClusterClosedError
   | NativeLibraryError
+  | InvalidArgumentError
+  | WrongClusterError
+  | MessageTooLargeError
+  | CancelledError
