@@ -2,6 +2,7 @@
  * Actor definitions. An actor is defined in a module so that an actor process can import it by URL
  * and take the export named by `defineActor`.
  */
+import { InvalidArgumentError } from "./Errors.js"
 import type { ObjectRef } from "./ObjectRef.js"
 
 export interface MethodOptions {
@@ -62,7 +63,7 @@ export const defineActor = <S, M extends Record<string, MethodFn<S> | MarkedMeth
 ): ActorDefinition<S, M> => {
   for (const [key, value] of Object.entries(spec.methods)) {
     if (typeof value !== "function" && !isMarkedMethod(value)) {
-      throw new TypeError(`method "${key}" of actor ${name} must be a function or method(options, fn)`)
+      throw new InvalidArgumentError({ message: `method "${key}" of actor ${name} must be a function or method(options, fn)`, argument: "spec.methods" })
     }
   }
   return { [actorBrand]: true, moduleUrl, name, spec }

@@ -4,17 +4,19 @@
  * Effect face (`TensorlaneCluster`) wraps the same object.
  */
 import { type ChildProcess, spawn as spawnProcess } from "node:child_process"
+import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Tracer from "effect/Tracer"
-import { type ActorDefinition, type ActorHandle, type CallOptions, methodOf } from "./Actor.js"
+import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefinition, methodOf } from "./Actor.js"
 import {
   ActorDiedError,
   ClusterClosedError,
   GroupConflictError,
+  InvalidArgumentError,
   MissingGroupError,
   ObjectFreedError,
   ProtocolError,
@@ -23,7 +25,7 @@ import {
 } from "./Errors.js"
 import type { GetOptions, PutOptions } from "./InActor.js"
 import { type TransferStat, recordTransfer } from "./Metrics.js"
-import { ObjectRef, type RefTracker } from "./ObjectRef.js"
+import { type ClusterIdentity, ObjectRef, type RefTracker, requireSameCluster, requireUsableRef } from "./ObjectRef.js"
 import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
@@ -45,6 +47,7 @@ import { tensorMeta } from "./internal/tensorMeta.js"
 import { loadTransports, normalizeSpecifier, objectStoreName, unknownTransport } from "./internal/transportRegistry.js"
 import { encodeValue } from "./internal/valueCodec.js"
 import { fromWireError, toWireError } from "./internal/wireError.js"
+import { checkTimeout, describe, limitTimer } from "./internal/arguments.js"
 
 export interface StartOptions {
   /** Transport modules by specifier (package names, or paths relative to the working directory). */
@@ -121,6 +124,9 @@ interface GroupRecord {
   readonly gathers: GatherRounds
 }
 
+/** Where an actor handle keeps the cluster that made it (a symbol: not one of the actor's method names). */
+const handleCluster = Symbol("tensorlane.handleCluster")
+
 const actorMainPath = fileURLToPath(new URL("./actor-main.js", import.meta.url))
 
 /** Flags an actor process needs to import a TypeScript actor module. */
@@ -158,7 +164,8 @@ export class Cluster implements AsyncDisposable {
   private nextCall = 1
   private nextReq = 1
   private nextGroup = 1
-  private closed = false
+  /** This cluster's random id, carried by its refs and handles (ids like `driver.1` repeat from cluster to cluster). */
+  private readonly identity: { readonly id: string; closed: boolean } = { id: randomUUID(), closed: false }
   readonly runtime: ProcessRuntime
   private readonly tracker: RefTracker
 
@@ -169,12 +176,13 @@ export class Cluster implements AsyncDisposable {
     transports: ReadonlyMap<string, TensorTransport>,
   ) {
     this.directory = new ObjectDirectory((entry) => this.onFree(entry))
-    this.tracker = { acquire: (id) => this.directory.acquire(id), release: (id) => this.directory.release(id) }
-    this.runtime = new ProcessRuntime("driver", agent, new TensorStore(), transports, (id) => new ObjectRef(id, this.tracker))
+    this.tracker = { acquire: (id) => this.directory.acquire(id), release: (id) => this.directory.release(id), cluster: this.identity }
+    this.runtime = new ProcessRuntime("driver", this.identity, agent, new TensorStore(), transports, (id) => new ObjectRef(id, this.tracker))
   }
 
   /** @internal use `start()`. */
   static async create(options: StartOptions = {}): Promise<Cluster> {
+    const transferTimeoutMs = checkTimeout(options.transferTimeoutMs, "transferTimeoutMs") ?? DEFAULT_TRANSFER_TIMEOUT_MS
     const specifiers = (options.transports ?? []).map(normalizeSpecifier)
     const transports = await loadTransports(specifiers, {
       fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
@@ -191,7 +199,7 @@ export class Cluster implements AsyncDisposable {
       dir,
       {
         transports: specifiers,
-        transferTimeoutMs: options.transferTimeoutMs ?? DEFAULT_TRANSFER_TIMEOUT_MS,
+        transferTimeoutMs,
         execArgv: options.execArgv ?? [],
         tracer: options.tracer ?? Tracer.nativeTracer,
       },
@@ -205,8 +213,13 @@ export class Cluster implements AsyncDisposable {
     return [...this.runtime.transports.keys()]
   }
 
+  /** The id its refs and handles carry. */
+  get id(): string {
+    return this.identity.id
+  }
+
   private ensureOpen(): void {
-    if (this.closed) throw new ClusterClosedError({ message: "the cluster is shut down" })
+    if (this.identity.closed) throw new ClusterClosedError({ message: "the cluster is shut down" })
   }
 
   private transport(name: string): TensorTransport {
@@ -218,6 +231,7 @@ export class Cluster implements AsyncDisposable {
   /** Starts `count` actor processes of a definition (always an array). */
   async spawn<D extends ActorDefinition>(definition: D, options: SpawnOptions = {}): Promise<Array<ActorHandle<D>>> {
     this.ensureOpen()
+    if (!isActorDefinition(definition)) throw new InvalidArgumentError({ message: `spawn takes an actor definition (defineActor), not ${describe(definition)}`, argument: "definition" })
     // Unknown transport names fail here, before any process starts.
     for (const name of Object.keys(definition.spec.methods as object)) {
       const transport = methodOf(definition, name)?.options.tensorTransport
@@ -304,6 +318,7 @@ export class Cluster implements AsyncDisposable {
         exportName: definition.name,
         transports: this.options.transports,
         clusterDir: this.dir,
+        clusterId: this.identity.id,
         maxConcurrency: definition.spec.maxConcurrency ?? 1,
         transferTimeoutMs: this.options.transferTimeoutMs,
       } satisfies ToActor)
@@ -316,13 +331,19 @@ export class Cluster implements AsyncDisposable {
       const call = (options: CallOptions) => (...args: Array<unknown>) => this.submit(record, name, args, options)
       methods[name] = Object.assign(call({}), { options: call })
     }
-    return { ...methods, actorId: record.id, definition: record.definition } as ActorHandle<D>
+    const handle = { ...methods, actorId: record.id, definition: record.definition }
+    Object.defineProperty(handle, handleCluster, { value: this.identity })
+    return handle as ActorHandle<D>
   }
 
+  /** The record of an actor handle this cluster made (WrongClusterError for another's, ClusterClosedError once shut down). */
   private actorOf(handle: { actorId: string }): ActorRecord {
-    const record = this.actors.get(handle.actorId)
-    if (record === undefined) throw new ClusterClosedError({ message: `actor ${handle.actorId} is not part of this cluster` })
-    return record
+    const cluster = (handle as { [handleCluster]?: ClusterIdentity } | null)?.[handleCluster]
+    if (cluster === undefined) {
+      throw new InvalidArgumentError({ message: `${describe(handle)} is not an actor handle (cluster.spawn returns them)`, argument: "actor" })
+    }
+    requireSameCluster(cluster, this.identity, `actor ${handle.actorId}`)
+    return this.actors.get(handle.actorId)!
   }
 
   // ---- Calls
@@ -331,7 +352,8 @@ export class Cluster implements AsyncDisposable {
     this.ensureOpen()
     const transport = options.tensorTransport ?? methodOf(record.definition, method)?.options.tensorTransport ?? objectStoreName
     this.transport(transport)
-    const encoded = encodeValue([...args])
+    const encoded = encodeValue([...args], "argument")
+    for (const ref of encoded.refs) requireUsableRef(ref, this.identity)
     const argEntries = [...new Set(encoded.refs.map((r) => r.id))].map((id) => this.directory.require(id))
     const routes = new Map<string, { group: string; rank: number; toRank: number }>()
     for (const entry of argEntries) {
@@ -580,7 +602,7 @@ export class Cluster implements AsyncDisposable {
     record.alive = false
     const how = error ? `: ${error.message}` : code !== undefined ? ` (exit code ${code}, signal ${signal})` : ""
     const died = new ActorDiedError({ message: `actor ${record.id} died${how}`, actor: record.id })
-    if (!this.closed) record.child.kill("SIGKILL")
+    if (!this.identity.closed) record.child.kill("SIGKILL")
     for (const call of record.inFlight.values()) {
       this.directory.fail(call.entry, died)
       this.unpin(call.pinned)
@@ -625,7 +647,6 @@ export class Cluster implements AsyncDisposable {
   async get(refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options: GetOptions = {}): Promise<unknown> {
     this.ensureOpen()
     return this.runtime.get(refs, options, this.options.transferTimeoutMs, async (ref, remainingMs) => {
-      if (ref.released) throw new ObjectFreedError({ message: `${ref} was released`, objectId: ref.id })
       const pending = this.directory.require(ref.id)
       // The object stays alive while this get needs it, even if the caller drops its ref meanwhile.
       this.directory.acquire(pending.id)
@@ -657,7 +678,7 @@ export class Cluster implements AsyncDisposable {
       })
     }
     const id = this.runtime.newObjectId()
-    const info = await this.runtime.produce(id, value, transport)
+    const info = await this.runtime.produce(id, value, transport, "put")
     const entry = this.directory.create(id, "driver", transport)
     const ref = new ObjectRef<T>(id, this.tracker)
     this.directory.ready(entry, info)
@@ -672,15 +693,18 @@ export class Cluster implements AsyncDisposable {
    */
   async broadcast(ref: ObjectRef<unknown>, receivers: ReadonlyArray<{ actorId: string }>, options: { timeoutMs?: number } = {}): Promise<void> {
     this.ensureOpen()
+    requireUsableRef(ref, this.identity)
+    const limitMs = checkTimeout(options.timeoutMs, "timeoutMs")
+    const receiving = receivers.map((r) => this.actorOf(r))
     const entry = this.directory.require(ref.id)
     this.directory.acquire(entry.id)
     try {
-      const ready = await this.directory.wait(entry, options.timeoutMs ?? Infinity)
+      const ready = await this.directory.wait(entry, limitMs ?? Infinity)
       if (ready.state === "failed") throw ready.error!
       const info = ready.info!
-      const records = receivers.map((r) => this.actorOf(r)).filter((r) => r.id !== entry.producer && !entry.copies.has(r.id))
+      const records = receiving.filter((r) => r.id !== entry.producer && !entry.copies.has(r.id))
       const transport = this.transport(entry.transport)
-      const timeoutMs = options.timeoutMs ?? this.options.transferTimeoutMs
+      const timeoutMs = limitMs ?? this.options.transferTimeoutMs
       if (transport.capabilities.oneSided) {
         await settleAll(records.map((r) => this.prefetch(r, entry, info, false)))
         return
@@ -747,6 +771,11 @@ export class Cluster implements AsyncDisposable {
 
   async createCollectiveGroup(actors: ReadonlyArray<{ actorId: string }>, options: GroupOptions): Promise<CollectiveGroup> {
     this.ensureOpen()
+    if (!Array.isArray(actors)) throw new InvalidArgumentError({ message: `createCollectiveGroup takes an array of actor handles, not ${describe(actors)}`, argument: "actors" })
+    if (typeof options?.backend !== "string") {
+      throw new InvalidArgumentError({ message: `createCollectiveGroup needs { backend }, the name of a transport, not ${describe(options?.backend)}`, argument: "backend" })
+    }
+    const timeoutMs = checkTimeout(options.timeoutMs, "timeoutMs") ?? this.options.transferTimeoutMs
     const backend = options.backend.toLowerCase()
     const transport = this.runtime.transports.get(backend)
     if (transport === undefined) throw unknownTransport(backend, this.runtime.transports.keys())
@@ -774,7 +803,6 @@ export class Cluster implements AsyncDisposable {
     }
     const record: GroupRecord = { name, backend, members, gathers: new GatherRounds(name, members.length) }
     this.groups.set(name, record)
-    const timeoutMs = options.timeoutMs ?? this.options.transferTimeoutMs
     const blobs: Array<Uint8Array | undefined> = new Array(members.length)
     let gathered = 0
     const onGather = (reply: Extract<AgentReply, { _tag: "Gather" }>) => {
@@ -799,10 +827,7 @@ export class Cluster implements AsyncDisposable {
       Promise.all(requests).then(() => undefined),
       new Promise<unknown>((resolve) => requests.forEach((r) => r.catch(resolve))),
       new Promise<unknown>((resolve) => {
-        timer = setTimeout(
-          () => resolve(new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs })),
-          timeoutMs,
-        )
+        timer = limitTimer(timeoutMs, () => resolve(new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs })))
       }),
     ])
     clearTimeout(timer)
@@ -878,7 +903,7 @@ export class Cluster implements AsyncDisposable {
   /** What every process still holds: empty lists mean nothing leaked. An actor's main thread answers, so a busy one delays it. */
   async inspect(options: { timeoutMs?: number } = {}): Promise<ClusterInspection> {
     this.ensureOpen()
-    const timeoutMs = options.timeoutMs ?? 30_000
+    const timeoutMs = checkTimeout(options.timeoutMs, "timeoutMs") ?? 30_000
     const processes: Record<string, ActorInspection> = {}
     const unresponsive: Array<string> = []
     processes.driver = await this.runtime.inspect()
@@ -889,11 +914,11 @@ export class Cluster implements AsyncDisposable {
           (r) =>
             new Promise<void>((resolve) => {
               const reqId = this.nextReq++
-              const timer = setTimeout(() => {
+              const timer = limitTimer(timeoutMs, () => {
                 if (!this.inspections.delete(reqId)) return
                 unresponsive.push(r.id)
                 resolve()
-              }, timeoutMs)
+              })
               this.inspections.set(reqId, {
                 actor: r.id,
                 resolve: (inspection) => {
@@ -911,8 +936,8 @@ export class Cluster implements AsyncDisposable {
 
   /** Stops every actor process and the driver's agent. Idempotent. */
   async shutdown(): Promise<void> {
-    if (this.closed) return
-    this.closed = true
+    if (this.identity.closed) return
+    this.identity.closed = true
     const records = [...this.actors.values()]
     for (const r of records) if (r.alive) r.control.send({ _tag: "Shutdown" } satisfies ToActor)
     await Promise.all(

@@ -5,6 +5,7 @@
 import { cpuAllocator } from "./Allocator.js"
 import { TimeoutError } from "./Errors.js"
 import type { Tensor } from "./Tensor.js"
+import { limitTimer } from "./internal/arguments.js"
 
 export interface StoredObject {
   readonly objectId: string
@@ -107,13 +108,11 @@ export class TensorStore {
     const id = tensor.storage.id
     if (!this.storageUsers.has(id)) return Promise.resolve()
     return new Promise((resolve, reject) => {
-      const timer = Number.isFinite(timeoutMs)
-        ? setTimeout(() => {
-            const waiters = this.freedWaiters.get(id) ?? []
-            this.freedWaiters.set(id, waiters.filter((w) => w !== wake))
-            reject(new TimeoutError({ message: `tensor still referenced by an object after ${timeoutMs} ms`, timeoutMs }))
-          }, timeoutMs)
-        : undefined
+      const timer = limitTimer(timeoutMs, () => {
+        const waiters = this.freedWaiters.get(id) ?? []
+        this.freedWaiters.set(id, waiters.filter((w) => w !== wake))
+        reject(new TimeoutError({ message: `tensor still referenced by an object after ${timeoutMs} ms`, timeoutMs }))
+      })
       const wake = () => {
         clearTimeout(timer)
         resolve()

@@ -4,6 +4,7 @@
  * the transport inside its transfer agent, a worker thread that keeps moving bytes while the
  * process's main JS thread is busy.
  */
+import { InvalidArgumentError } from "./Errors.js"
 import type { Tensor } from "./Tensor.js"
 import type { TensorMeta } from "./internal/messages.js"
 
@@ -140,17 +141,17 @@ export interface TensorTransport {
 /** Marks a module export as a transport and checks its shape early (a typo in a plugin fails at load, not mid-transfer). */
 export const defineTransport = <T extends TensorTransport>(transport: T): T => {
   if (transport.name !== transport.name.toLowerCase() || transport.name.length === 0) {
-    throw new TypeError(`a transport name must be non-empty lowercase, got "${transport.name}"`)
+    throw new InvalidArgumentError({ message: `a transport name must be non-empty lowercase, got "${transport.name}"`, argument: "transport.name" })
   }
   const c = transport.capabilities
   if (c.oneSided && transport.fetch === undefined) {
-    throw new TypeError(`transport "${transport.name}" declares oneSided but has no fetch()`)
+    throw new InvalidArgumentError({ message: `transport "${transport.name}" declares oneSided but has no fetch()`, argument: "transport" })
   }
   if (!c.oneSided && (transport.send === undefined || transport.receive === undefined)) {
-    throw new TypeError(`transport "${transport.name}" is two-sided but lacks send() or receive()`)
+    throw new InvalidArgumentError({ message: `transport "${transport.name}" is two-sided but lacks send() or receive()`, argument: "transport" })
   }
   if (c.needsGroup && transport.createGroup === undefined) {
-    throw new TypeError(`transport "${transport.name}" needs a group but has no createGroup()`)
+    throw new InvalidArgumentError({ message: `transport "${transport.name}" needs a group but has no createGroup()`, argument: "transport" })
   }
   return transport
 }

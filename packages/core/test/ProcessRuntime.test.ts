@@ -32,7 +32,7 @@ it("calls whileReceiving once the receive is posted, while the transfer is still
   })
   // No agent: a transport that works on any thread is never routed through one.
   const noAgent = {} as AgentClient
-  const runtime = new ProcessRuntime("consumer", noAgent, new TensorStore(), new Map([["slow", slow]]), (id) => id as never, () => {
+  const runtime = new ProcessRuntime("consumer", { id: "test", closed: false }, noAgent, new TensorStore(), new Map([["slow", slow]]), (id) => id as never, () => {
     events.push("waiting")
     deliver()
   })

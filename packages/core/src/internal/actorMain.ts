@@ -6,9 +6,9 @@ import * as net from "node:net"
 import { join } from "node:path"
 import { type ActorDefinition, isActorDefinition, methodOf } from "../Actor.js"
 import { recycleHostMemory } from "../Allocator.js"
-import { MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
+import { InvalidArgumentError, MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import { type ActorContext, actorContext } from "../InActor.js"
-import { ObjectRef, type RefTracker } from "../ObjectRef.js"
+import { type ClusterIdentity, ObjectRef, type RefTracker } from "../ObjectRef.js"
 import type { Tensor } from "../Tensor.js"
 import { TensorStore } from "../TensorStore.js"
 import type { ReduceOp } from "../Transport.js"
@@ -21,6 +21,7 @@ import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decod
 import { ProcessRuntime, type Resolved, quarantine, tensorsFromBytes } from "./processRuntime.js"
 import { validateMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName } from "./transportRegistry.js"
+import { checkTimeout, describe } from "./arguments.js"
 import { decodeValue } from "./valueCodec.js"
 import { fromWireError, toWireError } from "./wireError.js"
 
@@ -72,6 +73,10 @@ const onFrame = (frame: Frame): void => {
 
 /** Handles of this process count as borrows with the owner: the first acquires, the last drops. */
 class Borrows implements RefTracker {
+  constructor(
+    readonly cluster: ClusterIdentity,
+    private readonly idle: () => boolean,
+  ) {}
   private readonly counts = new Map<string, number>()
   /** Objects this actor put: the owner counted the borrow when it registered them. */
   private readonly adopted = new Set<string>()
@@ -88,7 +93,6 @@ class Borrows implements RefTracker {
    * the owner must see the result that names the object before the drop.
    */
   private readonly drops: Array<string> = []
-  constructor(private readonly idle: () => boolean) {}
   release = (objectId: string): void => {
     const n = (this.counts.get(objectId) ?? 0) - 1
     if (n > 0) {
@@ -125,10 +129,11 @@ class Actor {
     const module = (await import(init.moduleUrl)) as Record<string, unknown>
     const definition = module[init.exportName]
     if (!isActorDefinition(definition)) {
-      throw new TypeError(`${init.moduleUrl} has no actor definition exported as "${init.exportName}"`)
+      throw new InvalidArgumentError({ message: `${init.moduleUrl} has no actor definition exported as "${init.exportName}"`, argument: "definition" })
     }
     let self: Actor | undefined
-    const borrows = new Borrows(() => self?.idle ?? true)
+    const cluster = { id: init.clusterId, closed: false }
+    const borrows = new Borrows(cluster, () => self?.idle ?? true)
     const agent = await AgentClient.start(
       {
         processId: init.actorId,
@@ -146,6 +151,7 @@ class Actor {
     const store = new TensorStore()
     const runtime = new ProcessRuntime(
       init.actorId,
+      cluster,
       agent,
       store,
       transports,
@@ -271,13 +277,13 @@ class Actor {
     const received: Array<string> = []
     try {
       const entry = methodOf(this.definition, call.method)
-      if (entry === undefined) throw new TypeError(`actor ${this.definition.name} has no method "${call.method}"`)
+      if (entry === undefined) throw new InvalidArgumentError({ message: `actor ${this.definition.name} has no method "${call.method}"`, argument: "method" })
       const frees = [...this.freeing]
       const args = await this.arguments(call, body, transfers, received)
       await this.settleFrees(frees)
       const value = await actorContext.run(this.context(transfers), () => entry.fn(this.state, ...args))
       const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
-      const info = await this.runtime.produce(call.returnId, value, transport)
+      const info = await this.runtime.produce(call.returnId, value, transport, "result")
       send({ _tag: "Result", callId: call.callId, info, transfers })
     } catch (error) {
       send({ _tag: "Result", callId: call.callId, error: toWireError(error), transfers })
@@ -369,7 +375,7 @@ class Actor {
           })
         }
         const objectId = this.runtime.newObjectId()
-        const info = await this.runtime.produce(objectId, value, transport)
+        const info = await this.runtime.produce(objectId, value, transport, "put")
         const reqId = this.nextReq++
         const acked = new Promise<void>((resolve, reject) => this.acks.set(reqId, { resolve, reject }))
         send({ _tag: "Put", reqId, info })
@@ -387,13 +393,13 @@ class Actor {
           })
           return { info }
         }, (stat) => transfers.push(stat)),
-      waitTensorFreed: (tensor, options) => this.runtime.store.waitTensorFreed(tensor, options?.timeoutMs ?? Infinity),
+      waitTensorFreed: async (tensor, options) => this.runtime.store.waitTensorFreed(tensor, checkTimeout(options?.timeoutMs, "timeoutMs") ?? Infinity),
       group: (name) => {
         const member = this.groups.find((g) => g.name === name)
         if (member === undefined) {
           throw new MissingGroupError({ message: `${this.init.actorId} is in no group named "${name}"`, backend: "" })
         }
-        const collective = (kind: "allreduce" | "broadcast", tensors: ReadonlyArray<Tensor>, reduce: ReduceOp, root: number, timeoutMs?: number) =>
+        const collective = async (kind: "allreduce" | "broadcast", tensors: ReadonlyArray<Tensor>, reduce: ReduceOp, root: number, timeoutMs?: number) =>
           this.runtime.agent
             .command<void>({
               op: "collective",
@@ -402,7 +408,7 @@ class Actor {
               tensors: tensors.map(toWireTensor),
               reduce,
               root,
-              timeoutMs: timeoutMs ?? this.init.transferTimeoutMs,
+              timeoutMs: checkTimeout(timeoutMs, "timeoutMs") ?? this.init.transferTimeoutMs,
             })
             .catch((error: unknown) => {
               quarantine(tensors)
@@ -414,12 +420,13 @@ class Actor {
           broadcast: (tensors, options) => collective("broadcast", tensors, "sum", options.root, options.timeoutMs),
           allGather: (blob, options) => {
             if (!(blob instanceof Uint8Array)) {
-              return Promise.reject(new TypeError(`allGather takes a Uint8Array, not ${Object.prototype.toString.call(blob)}`))
+              return Promise.reject(new InvalidArgumentError({ message: `allGather takes a Uint8Array, not ${describe(blob)}`, argument: "blob" }))
             }
             const reqId = this.nextReq++
             return new Promise<ReadonlyArray<Uint8Array>>((resolve, reject) => {
+              const timeoutMs = checkTimeout(options?.timeoutMs, "timeoutMs") ?? this.init.transferTimeoutMs
               this.gathers.set(reqId, { resolve, reject })
-              send({ _tag: "AllGather", reqId, group: name, blob, timeoutMs: options?.timeoutMs ?? this.init.transferTimeoutMs })
+              send({ _tag: "AllGather", reqId, group: name, blob, timeoutMs })
             })
           },
         }

@@ -5,6 +5,7 @@
  * out or failed in round n still lines up with the others in round n + 1.
  */
 import { TimeoutError } from "../Errors.js"
+import { limitTimer } from "./arguments.js"
 
 export interface GatherReply {
   readonly blobs?: ReadonlyArray<Uint8Array>
@@ -46,16 +47,14 @@ export class GatherRounds {
       }
       this.rounds.set(index, round)
       const started = round
-      round.timer = setTimeout(
-        () =>
-          this.fail(
-            started,
-            new TimeoutError({
-              message: `allGather round ${index} of group "${this.groupName}" waited over ${timeoutMs} ms for ranks ${this.missing(started).join(", ")}`,
-              timeoutMs,
-            }),
-          ),
-        timeoutMs,
+      round.timer = limitTimer(timeoutMs, () =>
+        this.fail(
+          started,
+          new TimeoutError({
+            message: `allGather round ${index} of group "${this.groupName}" waited over ${timeoutMs} ms for ranks ${this.missing(started).join(", ")}`,
+            timeoutMs,
+          }),
+        ),
       )
     }
     round.arrived++

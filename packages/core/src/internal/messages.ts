@@ -76,6 +76,8 @@ export const ToActor = Schema.Union([
     exportName: Schema.String,
     transports: Schema.Array(Schema.String),
     clusterDir: Schema.String,
+    /** The cluster's random id, which every ref this actor makes carries. */
+    clusterId: Schema.String,
     maxConcurrency: Schema.Number,
     transferTimeoutMs: Schema.Number,
   }),

@@ -5,6 +5,7 @@
  */
 import { ObjectFreedError, TimeoutError } from "../Errors.js"
 import type { ObjectInfo } from "./messages.js"
+import { limitTimer } from "./arguments.js"
 
 export interface Entry {
   readonly id: string
@@ -131,13 +132,11 @@ export class ObjectDirectory {
   wait(entry: Entry, timeoutMs: number): Promise<Entry> {
     if (entry.state !== "pending") return Promise.resolve(entry)
     return new Promise((resolve, reject) => {
-      const timer = Number.isFinite(timeoutMs)
-        ? setTimeout(() => {
-            const i = entry.waiters.indexOf(wake)
-            if (i >= 0) entry.waiters.splice(i, 1)
-            reject(new TimeoutError({ message: `object ${entry.id} was not ready within ${timeoutMs} ms`, timeoutMs }))
-          }, timeoutMs)
-        : undefined
+      const timer = limitTimer(timeoutMs, () => {
+        const i = entry.waiters.indexOf(wake)
+        if (i >= 0) entry.waiters.splice(i, 1)
+        reject(new TimeoutError({ message: `object ${entry.id} was not ready within ${timeoutMs} ms`, timeoutMs }))
+      })
       const wake = () => {
         clearTimeout(timer)
         resolve(entry)

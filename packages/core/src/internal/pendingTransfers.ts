@@ -3,6 +3,7 @@
  * each with its time limit, abortable when its peer dies, listed for `cluster.inspect()`.
  */
 import { TimeoutError, TransferError } from "../Errors.js"
+import { limitTimer } from "./arguments.js"
 
 interface Pending {
   readonly label: string
@@ -39,10 +40,7 @@ export class PendingTransfers {
     const running = (after ?? Promise.resolve()).then(() => {
       if (controller.signal.aborted) throw controller.signal.reason
       if (Number.isFinite(timeoutMs) && timeoutMs > 0) {
-        timer = setTimeout(
-          () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })),
-          timeoutMs,
-        )
+        timer = limitTimer(timeoutMs, () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })))
       }
       return run(controller.signal)
     })

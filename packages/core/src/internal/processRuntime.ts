@@ -3,9 +3,9 @@
  * stored object (producing), and turn an owner's ObjectInfo back into a value (consuming).
  */
 import { currentAllocator } from "../Allocator.js"
-import { DeviceError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
+import { DeviceError, InvalidArgumentError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import type { GetOptions } from "../InActor.js"
-import { type ObjectRef, isObjectRef } from "../ObjectRef.js"
+import { type ClusterIdentity, type ObjectRef, isObjectRef, requireRefOf, requireUsableRef } from "../ObjectRef.js"
 import { Tensor } from "../Tensor.js"
 import type { TensorStore } from "../TensorStore.js"
 import type { TensorTransport } from "../Transport.js"
@@ -18,6 +18,7 @@ import { objectStoreName, unknownTransport } from "./transportRegistry.js"
 import { decodeValue, encodeValue } from "./valueCodec.js"
 import { toWireTensor } from "./wireTensor.js"
 import { parseDevice } from "../Device.js"
+import { checkTimeout, describe } from "./arguments.js"
 
 /** Object-store values up to this many tensor bytes travel inside the owner's messages. */
 const INLINE_LIMIT = 64 * 1024
@@ -52,6 +53,8 @@ export class ProcessRuntime {
 
   constructor(
     readonly processId: string,
+    /** The cluster this process belongs to: refs of another cluster are refused. */
+    readonly cluster: ClusterIdentity,
     readonly agent: AgentClient,
     readonly store: TensorStore,
     readonly transports: ReadonlyMap<string, TensorTransport>,
@@ -74,11 +77,17 @@ export class ProcessRuntime {
   /**
    * Stores a value produced here under `objectId` and describes it for the owner. The store keeps the
    * very tensors (objects are mutable and shared by reference, whatever the transport); small
-   * object-store values also travel inline, as a copy taken now, for other consumers.
+   * object-store values also travel inline, as a copy taken now, for other consumers. A `put` value's
+   * refs must be live refs of this cluster; a method's result may name refs the method released on
+   * its way out (the owner hears of the result before the release).
    */
-  async produce(objectId: string, value: unknown, transportName: string): Promise<ObjectInfo> {
+  async produce(objectId: string, value: unknown, transportName: string, kind: "result" | "put"): Promise<ObjectInfo> {
     const transport = this.transport(transportName)
-    const { skeleton, tensors, refs } = encodeValue(value)
+    const { skeleton, tensors, refs } = encodeValue(value, kind === "put" ? "the put value" : "the result")
+    for (const ref of refs) {
+      if (kind === "put") requireUsableRef(ref, this.cluster)
+      else requireRefOf(ref, this.cluster)
+    }
     for (const t of tensors) {
       const kind = t.device === "cpu" ? "cpu" : "cuda"
       if (!transport.capabilities.devices.includes(kind)) {
@@ -201,8 +210,9 @@ export class ProcessRuntime {
     locate: (ref: ObjectRef<unknown>, remainingMs: number) => Promise<Located>,
     transferred: (stat: TransferStat) => void,
   ): Promise<unknown> {
-    const list = isObjectRef(refs) ? [refs] : [...refs]
-    const deadline = performance.now() + (options.timeoutMs ?? Infinity)
+    const list = refList(refs)
+    for (const ref of list) requireUsableRef(ref, this.cluster)
+    const deadline = performance.now() + (checkTimeout(options.timeoutMs, "timeoutMs") ?? Infinity)
     const remaining = () => Math.max(0, deadline - performance.now())
     const values: Array<unknown> = []
     let targetOffset = 0
@@ -285,6 +295,17 @@ export class ProcessRuntime {
     }
     return { value: build(into), received: true, tensors: into, stat }
   }
+}
+
+/** The refs `get` was given: one ref, or an array of refs. */
+const refList = (refs: unknown): Array<ObjectRef<unknown>> => {
+  if (isObjectRef(refs)) return [refs]
+  if (Array.isArray(refs)) {
+    const stranger = refs.findIndex((r) => !isObjectRef(r))
+    if (stranger < 0) return [...refs]
+    throw new InvalidArgumentError({ message: `get takes an ObjectRef or an array of them; element ${stranger} is ${describe(refs[stranger])}`, argument: "refs" })
+  }
+  throw new InvalidArgumentError({ message: `get takes an ObjectRef or an array of them, not ${describe(refs)}`, argument: "refs" })
 }
 
 /** For agent commands nobody waits for: their failure is reported, never lost. */

@@ -4,7 +4,7 @@
  * travel as their ids. Rebuilding puts tensors and refs back where they were.
  */
 import * as v8 from "node:v8"
-import { ProtocolError } from "../Errors.js"
+import { InvalidArgumentError, ProtocolError } from "../Errors.js"
 import { isTensor, type Tensor } from "../Tensor.js"
 import { isObjectRef, type ObjectRef } from "../ObjectRef.js"
 
@@ -31,52 +31,104 @@ const setKey = (target: Record<string, unknown>, key: string, value: unknown): v
 /** What `substitute` answers for an object it leaves alone (undefined is a value a ref may resolve to). */
 const KEEP: unique symbol = Symbol("keep")
 
+/** How deep arrays, Maps, Sets and plain objects may nest in a value (V8's serializer runs out of stack far deeper). */
+export const MAX_VALUE_DEPTH = 1000
+
+/** Objects that travel as they are (V8's serializer keeps them): they hold no tensors. */
+const travelsAsIs = (v: object): boolean =>
+  v instanceof Date ||
+  v instanceof RegExp ||
+  v instanceof Error ||
+  v instanceof ArrayBuffer ||
+  ArrayBuffer.isView(v) ||
+  v instanceof Boolean ||
+  v instanceof Number ||
+  v instanceof String ||
+  v instanceof BigInt
+
+/** What a value that cannot travel is, for the error that refuses it. */
+const untravelable = (v: unknown): string | undefined => {
+  if (typeof v === "function") return "a function"
+  if (typeof v === "symbol") return "a symbol"
+  if (v === null || typeof v !== "object" || travelsAsIs(v)) return undefined
+  if (v instanceof SharedArrayBuffer) return "a SharedArrayBuffer (wrap its memory in a Tensor)"
+  if (v instanceof Promise) return "a Promise (await it first)"
+  if (v instanceof WeakMap || v instanceof WeakSet || v instanceof WeakRef) return `a ${v.constructor.name}`
+  const name = (v as { constructor?: { name?: unknown } }).constructor?.name
+  return `an instance of ${typeof name === "string" && name !== "" ? name : "a class"} (it would arrive as a plain object without its prototype: pass a plain object)`
+}
+
+/** `root.a[0]` style path of the keys walked so far, for error messages. */
+const pathOf = (root: string, keys: ReadonlyArray<string | number>): string =>
+  keys.reduce<string>((path, key) => (typeof key === "number" ? `${path}[${key}]` : `${path}.${key}`), root)
+
 /**
  * A copy of `root` through arrays, Maps, Sets and plain objects, with every object `substitute`
  * answers for replaced by its answer. Shared parts stay shared and cycles cyclic; other objects
- * (Dates, typed arrays, errors and the like) are kept as they are: they hold no tensors.
+ * (Dates, typed arrays, errors and the like) are kept as they are: they hold no tensors. `refuse`
+ * says why a value cannot be copied (deeper than MAX_VALUE_DEPTH, or not something that travels).
  */
-const copyStructure = (root: unknown, substitute: (v: object) => unknown): unknown => {
+const copyStructure = (root: unknown, substitute: (v: object) => unknown, refuse: (why: string, path: () => string) => never, checkLeaves: boolean): unknown => {
   const copies = new Map<object, unknown>()
+  const keys: Array<string | number> = []
   const walk = (v: unknown): unknown => {
+    if (checkLeaves && (typeof v === "function" || typeof v === "symbol")) refuse(untravelable(v)!, () => pathOf("value", keys))
     if (v === null || typeof v !== "object") return v
     const replaced = substitute(v)
     if (replaced !== KEEP) return replaced
     if (copies.has(v)) return copies.get(v)
+    if (keys.length >= MAX_VALUE_DEPTH) refuse(`nested deeper than ${MAX_VALUE_DEPTH} levels`, () => pathOf("value", keys.slice(0, 5)) + "...")
+    const item = (key: string | number, child: unknown): unknown => {
+      if (child === null || (typeof child !== "object" && typeof child !== "function" && typeof child !== "symbol")) return child
+      keys.push(key)
+      const copy = walk(child)
+      keys.pop()
+      return copy
+    }
     if (Array.isArray(v)) {
       const out: Array<unknown> = []
       copies.set(v, out)
-      for (const item of v) out.push(walk(item))
+      for (let i = 0; i < v.length; i++) out.push(item(i, v[i]))
       return out
     }
     if (v instanceof Map) {
       const out = new Map<unknown, unknown>()
       copies.set(v, out)
-      for (const [k, item] of v) out.set(walk(k), walk(item))
+      for (const [k, child] of v) out.set(item("<key>", k), item(typeof k === "string" || typeof k === "number" ? `get(${JSON.stringify(k)})` : "<value>", child))
       return out
     }
     if (v instanceof Set) {
       const out = new Set<unknown>()
       copies.set(v, out)
-      for (const item of v) out.add(walk(item))
+      for (const child of v) out.add(item("<item>", child))
       return out
     }
     if (isPlainObject(v)) {
       const out: Record<string, unknown> = {}
       copies.set(v, out)
-      for (const key of Object.keys(v)) setKey(out, key, walk((v as Record<string, unknown>)[key]))
+      for (const key of Object.keys(v)) setKey(out, key, item(key, (v as Record<string, unknown>)[key]))
       return out
+    }
+    if (checkLeaves) {
+      const why = untravelable(v)
+      if (why !== undefined) refuse(why, () => pathOf("value", keys))
     }
     return v
   }
   return walk(root)
 }
 
-export const encodeValue = (value: unknown): EncodedValue => {
+/**
+ * Splits a value for travel. Refuses (InvalidArgumentError, naming where in the value) what cannot
+ * travel faithfully: functions, symbols, promises, weak collections, SharedArrayBuffers, class
+ * instances, and nesting deeper than MAX_VALUE_DEPTH. `what` names the value ("argument", "result").
+ */
+export const encodeValue = (value: unknown, what = "value"): EncodedValue => {
   const tensors: Array<Tensor> = []
   const refs: Array<ObjectRef<unknown>> = []
-  const skeleton = v8.serialize(
-    copyStructure(value, (v) => {
+  const copy = copyStructure(
+    value,
+    (v) => {
       if (isTensor(v)) {
         tensors.push(v)
         return { [TENSOR_KEY]: tensors.length - 1 }
@@ -86,9 +138,17 @@ export const encodeValue = (value: unknown): EncodedValue => {
         return { [REF_KEY]: v.id }
       }
       return KEEP
-    }),
+    },
+    (why, path) => {
+      throw new InvalidArgumentError({ message: `${path().replace(/^value/, what)} cannot travel to another process: it is ${why}`, argument: what })
+    },
+    true,
   )
-  return { skeleton, tensors, refs }
+  try {
+    return { skeleton: v8.serialize(copy), tensors, refs }
+  } catch (cause) {
+    throw new InvalidArgumentError({ message: `${what} cannot travel to another process: ${cause instanceof Error ? cause.message : String(cause)}`, argument: what })
+  }
 }
 
 export interface DecodeHooks {
@@ -128,9 +188,16 @@ export const decodeValue = (skeleton: Uint8Array, hooks: DecodeHooks): unknown =
   } catch (cause) {
     throw new ProtocolError({ message: `undecodable value skeleton: ${String(cause)}` })
   }
-  return copyStructure(root, (v) => {
-    const p = placeholder(v)
-    if (p === undefined) return KEEP
-    return p.kind === "tensor" ? hooks.tensor(p.index) : hooks.ref(p.id)
-  })
+  return copyStructure(
+    root,
+    (v) => {
+      const p = placeholder(v)
+      if (p === undefined) return KEEP
+      return p.kind === "tensor" ? hooks.tensor(p.index) : hooks.ref(p.id)
+    },
+    (why) => {
+      throw new ProtocolError({ message: `a value skeleton ${why}` })
+    },
+    false,
+  )
 }

@@ -1,0 +1,165 @@
+/**
+ * What the driver accepts and what it refuses, typed: refs and actor handles only with the cluster
+ * that made them, values that cannot travel, malformed options, refs their holder released, and a
+ * CPU memory pool whose released results come back to it.
+ */
+import { type ActorHandle, type Cluster, type ObjectRef, Tensor, start } from "@tensorlane/core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { PoolWorker, Worker } from "./fixtures/actors.ts"
+import { SOCKETPAIR, expectClean, take as takeFrom } from "./helpers.ts"
+
+let a: Cluster
+let b: Cluster
+let wa: ActorHandle<typeof Worker>
+let wb: ActorHandle<typeof Worker>
+let pool: ActorHandle<typeof PoolWorker>
+
+/** The synchronous error of a submission. */
+const thrown = (submit: () => unknown): unknown => {
+  try {
+    submit()
+  } catch (error) {
+    return error
+  }
+  throw new Error("the submission did not throw")
+}
+
+beforeAll(async () => {
+  ;[a, b] = await Promise.all([start({ transports: [SOCKETPAIR] }), start({ transports: [SOCKETPAIR] })])
+  ;[[wa], [wb, pool]] = await Promise.all([a.spawn(Worker), Promise.all([b.spawn(Worker), b.spawn(PoolWorker)]).then(([[w], [p]]) => [w, p])])
+}, 60_000)
+
+afterAll(async () => {
+  await a?.shutdown()
+  await b?.shutdown()
+})
+
+describe("refs and handles are bound to their cluster", () => {
+  it("a ref of one cluster is refused by another, whose ids repeat", async () => {
+    await refusedAcross()
+    await expectClean(a)
+  })
+
+  const refusedAcross = async () => {
+    using ra = await a.put(222)
+    using rb = await b.put(111)
+    expect(ra.id).toBe(rb.id)
+    expect(ra.clusterId).toBe(a.id)
+    await expect(b.get(ra)).rejects.toMatchObject({ _tag: "WrongClusterError" })
+    await expect(b.get([rb, ra])).rejects.toMatchObject({ _tag: "WrongClusterError" })
+    expect(thrown(() => wb.digest(ra))).toMatchObject({ _tag: "WrongClusterError" })
+    expect(thrown(() => wb.digest({ nested: [ra] }))).toMatchObject({ _tag: "WrongClusterError" })
+    await expect(b.put({ inner: ra })).rejects.toMatchObject({ _tag: "WrongClusterError" })
+    await expect(b.broadcast(ra, [wb])).rejects.toMatchObject({ _tag: "WrongClusterError" })
+    expect(await a.get(ra)).toBe(222)
+    expect(await b.get(rb)).toBe(111)
+  }
+
+  it("a handle of one cluster is refused by another, even under an actor id that exists there", async () => {
+    expect(wa.actorId).toBe(wb.actorId)
+    await expect(b.createCollectiveGroup([wa, pool], { backend: "socketpair" })).rejects.toMatchObject({ _tag: "WrongClusterError" })
+    using rb = await b.put(Tensor.ones([4]))
+    await expect(b.broadcast(rb, [wa])).rejects.toMatchObject({ _tag: "WrongClusterError" })
+    await expect(b.createCollectiveGroup([{ actorId: wb.actorId }, pool], { backend: "socketpair" })).rejects.toMatchObject({
+      _tag: "InvalidArgumentError",
+      argument: "actor",
+    })
+    expect(b.listGroups()).toEqual([])
+  })
+
+  it("a shut-down cluster's refs and handles are refused by it and by any other", async () => {
+    const c = await start()
+    const [wc] = await c.spawn(Worker)
+    const rc = await c.put(333)
+    await c.shutdown()
+    await expect(c.get(rc)).rejects.toMatchObject({ _tag: "ClusterClosedError" })
+    await expect(b.get(rc)).rejects.toMatchObject({ _tag: "ClusterClosedError" })
+    expect(thrown(() => wb.digest(rc))).toMatchObject({ _tag: "ClusterClosedError" })
+    await expect(b.createCollectiveGroup([wc, wb], { backend: "socketpair" })).rejects.toMatchObject({ _tag: "ClusterClosedError" })
+  })
+})
+
+describe("bad inputs get typed errors that say what was wrong", () => {
+  it("get of something that is not a ref", async () => {
+    using ref = await b.put(1)
+    await expect(b.get(42 as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "refs", message: expect.stringContaining("not 42") })
+    await expect(b.get([ref, 5] as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", message: expect.stringContaining("element 1 is 5") })
+    await expect(b.get(undefined as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError" })
+  })
+
+  it("values that cannot travel, in put, in arguments and in results, name where they are", async () => {
+    class Point {
+      constructor(readonly x: number) {}
+    }
+    const cases: Array<[unknown, string]> = [
+      [() => 1, "a function"],
+      [{ a: [1, Symbol("s")] }, "value.a[1] cannot travel"],
+      [new WeakMap(), "WeakMap"],
+      [Promise.resolve(1), "a Promise"],
+      [new Map([["k", { f: () => 1 }]]), 'get("k").f'],
+      [new Point(1), "an instance of Point"],
+      [new SharedArrayBuffer(8), "SharedArrayBuffer"],
+    ]
+    for (const [value, says] of cases) {
+      const message = says.replace(/^value/, "the put value")
+      await expect(b.put(value)).rejects.toMatchObject({ _tag: "InvalidArgumentError", message: expect.stringContaining(message) })
+      expect(thrown(() => wb.digest(value))).toMatchObject({ _tag: "InvalidArgumentError", message: expect.stringContaining(says.replace(/^value/, "argument[0]")) })
+    }
+    await expect(b.get(wb.returnFunction())).rejects.toMatchObject({ _tag: "InvalidArgumentError", message: expect.stringContaining("the result cannot travel") })
+    // Dates, typed arrays, errors and boxed values travel as they are.
+    const fine = { d: new Date(5), r: /x/g, e: new RangeError("r"), u: new Uint16Array([1, 2]), n: Object(3) }
+    expect(await takeFrom(b)(wb.digest(fine))).toEqual(await takeFrom(b)(wb.digest(fine)))
+    await expectClean(b)
+  })
+
+  it("nesting deeper than the limit is refused, not a RangeError", async () => {
+    let deep: unknown = 1
+    for (let i = 0; i < 10_000; i++) deep = [deep]
+    await expect(b.put(deep)).rejects.toMatchObject({ _tag: "InvalidArgumentError", message: expect.stringContaining("nested deeper than 1000 levels") })
+    expect(thrown(() => wb.digest(deep))).toMatchObject({ _tag: "InvalidArgumentError" })
+  })
+
+  it("time limits that are not numbers >= 0", async () => {
+    using ref = await b.put(1)
+    for (const timeoutMs of [Number.NaN, -1, "5"] as Array<never>) {
+      await expect(b.get(ref, { timeoutMs })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "timeoutMs" })
+      await expect(b.broadcast(ref, [wb], { timeoutMs })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "timeoutMs" })
+      await expect(b.createCollectiveGroup([wb, pool], { backend: "socketpair", timeoutMs })).rejects.toMatchObject({ _tag: "InvalidArgumentError" })
+      await expect(b.inspect({ timeoutMs })).rejects.toMatchObject({ _tag: "InvalidArgumentError" })
+    }
+    await expect(start({ transferTimeoutMs: Number.NaN })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "transferTimeoutMs" })
+    await expect(b.get(wb.waitFreed(Number.NaN))).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "timeoutMs" })
+    // Beyond what Node's timers hold (about 24.8 days): still a wait, not an immediate timeout.
+    expect(await b.get(ref, { timeoutMs: 1e12 })).toBe(1)
+    expect(b.listGroups()).toEqual([])
+  })
+
+  it("spawn and createCollectiveGroup of things that are not definitions, handles or options", async () => {
+    await expect(b.spawn({} as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "definition" })
+    await expect(b.createCollectiveGroup(wb as never, { backend: "socketpair" })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "actors" })
+    await expect(b.createCollectiveGroup([wb, pool], undefined as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "backend" })
+  })
+})
+
+describe("a ref its holder released", () => {
+  it("fails as an argument and in put, while another holder keeps the object", async () => {
+    const ref = wb.make(16)
+    using outer = await b.put({ inner: ref })
+    ref.release()
+    expect(thrown(() => wb.sum(ref))).toMatchObject({ _tag: "ObjectFreedError", objectId: ref.id })
+    await expect(b.put([ref])).rejects.toMatchObject({ _tag: "ObjectFreedError" })
+    await expect(b.get(ref)).rejects.toMatchObject({ _tag: "ObjectFreedError" })
+    // The other holder's ref still works.
+    const { inner } = (await b.get(outer)) as { inner: ObjectRef<Tensor> }
+    expect(await takeFrom(b)(wb.sum(inner))).toBe(4)
+    inner.release()
+  })
+})
+
+describe("a CPU memory pool in an actor", () => {
+  it("takes back the blocks of released results instead of running out", async () => {
+    for (let i = 0; i < 12; i++) expect((await takeFrom(b)(pool.make(2 << 20))).numel).toBe(1 << 19)
+    expect(await takeFrom(b)(pool.used())).toBeLessThanOrEqual(8 << 20)
+    await expectClean(b)
+  })
+})
