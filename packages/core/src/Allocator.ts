@@ -342,8 +342,14 @@ class CpuMemoryPool implements MemoryPool {
   readonly alignment: number
   private readonly buffer: SharedArrayBuffer
   private readonly blocks: BlockAllocator
+  /**
+   * The storage of each block out, weakly: a block whose storage was collected without `free` goes
+   * back to the pool. The registry does so some time after the collection; an allocation that would
+   * fail collects and looks at once (a freed object's tensors may be held by nothing but garbage).
+   */
+  private readonly out = new Map<Block, WeakRef<PoolStorage>>()
   // Holds only the block, never the storage, so an unreachable storage can be collected.
-  private readonly registry = new FinalizationRegistry<Block>((block) => this.blocks.free(block.offset))
+  private readonly registry = new FinalizationRegistry<Block>((block) => this.release(block))
 
   constructor(options: CpuMemoryPoolOptions) {
     this.name = options.name ?? "cpu-pool"
@@ -373,7 +379,7 @@ class CpuMemoryPool implements MemoryPool {
   allocate(byteLength: number): Storage {
     const n = checkIndex(byteLength, "byteLength")
     if (n === 0) return new PoolStorage(this, new Uint8Array(this.buffer, 0, 0), undefined)
-    const block = this.blocks.allocate(n)
+    const block = this.blocks.allocate(n) ?? (this.reclaimCollected() ? this.blocks.allocate(n) : undefined)
     if (block === undefined) {
       throw new OutOfMemoryError({
         message: `memory pool "${this.name}" cannot allocate ${n} bytes: capacity ${this.capacity} bytes, ${this.used} in use, largest free block ${this.blocks.largestFree} bytes`,
@@ -382,7 +388,8 @@ class CpuMemoryPool implements MemoryPool {
       })
     }
     const storage = new PoolStorage(this, new Uint8Array(this.buffer, block.offset, n), block)
-    this.registry.register(storage, block, storage)
+    this.out.set(block, new WeakRef(storage))
+    this.registry.register(storage, block, block)
     return storage
   }
 
@@ -391,8 +398,27 @@ class CpuMemoryPool implements MemoryPool {
     if (s.freed) return
     s.freed = true
     if (s.block === undefined) return
-    this.registry.unregister(s)
-    this.blocks.free(s.block.offset)
+    this.registry.unregister(s.block)
+    this.release(s.block)
+  }
+
+  private release(block: Block): void {
+    if (this.out.delete(block)) this.blocks.free(block.offset)
+  }
+
+  /** Collects garbage (where the process may) and takes back the blocks of collected storages; whether any came back. */
+  private reclaimCollected(): boolean {
+    const gc = forceGc()
+    if (gc === undefined) return false
+    gc()
+    let reclaimed = false
+    for (const [block, storage] of this.out) {
+      if (storage.deref() !== undefined) continue
+      this.registry.unregister(block)
+      this.release(block)
+      reclaimed = true
+    }
+    return reclaimed
   }
 }
 
