@@ -26,7 +26,7 @@ const thrown = (submit: () => unknown): unknown => {
 
 beforeAll(async () => {
   ;[a, b] = await Promise.all([start({ transports: [SOCKETPAIR] }), start({ transports: [SOCKETPAIR] })])
-  ;[[wa], [wb, pool]] = await Promise.all([a.spawn(Worker), Promise.all([b.spawn(Worker), b.spawn(PoolWorker)]).then(([[w], [p]]) => [w, p])])
+  ;[[wa], [wb], [pool]] = await Promise.all([a.spawn(Worker), b.spawn(Worker), b.spawn(PoolWorker)])
 }, 60_000)
 
 afterAll(async () => {

@@ -30,11 +30,13 @@ import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
 import { Connection, connect } from "./internal/connection.js"
+import { MAX_VALUE_BYTES, tooLarge } from "./internal/frame.js"
 import {
   type ActorInspection,
   type AgentReply,
   type AgentRequest,
   type FromActor,
+  MAX_AGENT_REQUEST_BYTES,
   type ObjectInfo,
   type ToActor,
   decodeAgentReply,
@@ -354,6 +356,9 @@ export class Cluster implements AsyncDisposable {
     this.transport(transport)
     const encoded = encodeValue([...args], "argument")
     for (const ref of encoded.refs) requireUsableRef(ref, this.identity)
+    if (encoded.skeleton.byteLength > MAX_VALUE_BYTES) {
+      throw tooLarge(`the arguments of ${record.id}.${method} (all but their tensors)`, encoded.skeleton.byteLength, MAX_VALUE_BYTES)
+    }
     const argEntries = [...new Set(encoded.refs.map((r) => r.id))].map((id) => this.directory.require(id))
     const routes = new Map<string, { group: string; rank: number; toRank: number }>()
     for (const entry of argEntries) {
@@ -568,13 +573,21 @@ export class Cluster implements AsyncDisposable {
         return
       }
       case "AllGather": {
-        const reply = (r: GatherReply) =>
+        const send = (r: GatherReply) =>
           record.control.send({
             _tag: "AllGathered",
             reqId: message.reqId,
             ...(r.blobs ? { blobs: r.blobs as Array<Uint8Array> } : {}),
             ...(r.error ? { error: toWireError(r.error) } : {}),
           } satisfies ToActor)
+        const reply = (r: GatherReply) => {
+          try {
+            send(r)
+          } catch (error) {
+            // Every member's blob together is more than a message carries (MessageTooLargeError): the round fails.
+            send({ error: error as Error })
+          }
+        }
         const group = this.groups.get(message.group)
         const rank = group?.members.indexOf(record.id) ?? -1
         if (group === undefined || rank < 0) {
@@ -805,12 +818,15 @@ export class Cluster implements AsyncDisposable {
     this.groups.set(name, record)
     const blobs: Array<Uint8Array | undefined> = new Array(members.length)
     let gathered = 0
+    // The gathered blobs may be more than an agent accepts (MessageTooLargeError): that ends the creation.
+    let gatherFailed!: (error: unknown) => void
+    const gatherFailure = new Promise<unknown>((resolve) => (gatherFailed = resolve))
     const onGather = (reply: Extract<AgentReply, { _tag: "Gather" }>) => {
       if (reply.group !== name || reply.rank < 0 || reply.rank >= members.length || blobs[reply.rank] !== undefined) return
       blobs[reply.rank] = reply.blob
       if (++gathered < members.length) return
       for (const r of records) {
-        this.agentRequest(r, { _tag: "Gathered", reqId: 0, group: name, blobs: blobs as Array<Uint8Array> }, false).catch(() => undefined)
+        this.agentRequest(r, { _tag: "Gathered", reqId: 0, group: name, blobs: blobs as Array<Uint8Array> }, false).catch(gatherFailed)
       }
     }
     const requests = records.map((r, rank) =>
@@ -826,6 +842,7 @@ export class Cluster implements AsyncDisposable {
     const failure = await Promise.race([
       Promise.all(requests).then(() => undefined),
       new Promise<unknown>((resolve) => requests.forEach((r) => r.catch(resolve))),
+      gatherFailure,
       new Promise<unknown>((resolve) => {
         timer = limitTimer(timeoutMs, () => resolve(new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs })))
       }),
@@ -854,6 +871,7 @@ export class Cluster implements AsyncDisposable {
   private agentConnection(record: ActorRecord): Promise<Connection> {
     if (record.agent === undefined) {
       record.agent = connect(record.agentAddress, {
+        peerMaxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
         onFrame: (frame) => {
           let reply: AgentReply
           try {
@@ -893,8 +911,9 @@ export class Cluster implements AsyncDisposable {
       return undefined
     }
     return new Promise((resolve, reject) => {
-      this.agentRequests.set(reqId, { actor: record.id, resolve, reject, ...(onGather ? { onGather } : {}) })
+      // First: a request over what the agent accepts rejects with MessageTooLargeError and leaves no waiter behind.
       connection.send(message)
+      this.agentRequests.set(reqId, { actor: record.id, resolve, reject, ...(onGather ? { onGather } : {}) })
     })
   }
 

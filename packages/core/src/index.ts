@@ -42,6 +42,7 @@ export {
 } from "./InActor.js"
 export * from "./Transport.js"
 export { registerErrorClasses } from "./internal/wireError.js"
+export { MAX_MESSAGE_BYTES } from "./internal/frame.js"
 export {
   addonCandidates,
   libraryCandidates,

@@ -6,7 +6,7 @@
 import * as v8 from "node:v8"
 import { describe, expect, it } from "vitest"
 import { ProtocolError } from "../src/Errors.js"
-import { type Frame, FrameReader, MAX_HEADER_BYTES, encodeFrame, encodePrefix } from "../src/internal/frame.js"
+import { type Frame, FrameReader, MAX_MESSAGE_BYTES, encodeFrame, encodePrefix } from "../src/internal/frame.js"
 import { decodeAgentReply, decodeAgentRequest, decodeFromActor, decodeObjectInfo, decodeToActor } from "../src/internal/messages.js"
 import { validateMeta } from "../src/internal/tensorMeta.js"
 import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
@@ -44,7 +44,7 @@ describe("FrameReader", () => {
 
   const malformed: Array<[string, Buffer]> = [
     ["zero header length", concat([encodePrefix(0, 0), Buffer.from([1])])],
-    ["header length beyond the limit", encodePrefix(MAX_HEADER_BYTES + 1, 0)],
+    ["header length beyond the limit", encodePrefix(MAX_MESSAGE_BYTES + 1, 0)],
     ["header length 2^32 - 1", encodePrefix(2 ** 32 - 1, 0)],
     ["body length beyond the limit", concat([encodePrefix(4, 0).subarray(0, 8), Buffer.from([0, 0, 0, 0x7f])])],
     ["body length 2^64 - 1", concat([encodePrefix(4, 0).subarray(0, 4), Buffer.alloc(8, 0xff)])],

@@ -44,6 +44,18 @@ const control = new Connection(new net.Socket({ fd: 3, readable: true, writable:
 
 const send = (message: FromActor): void => control.send(message)
 
+/**
+ * Sends a call's result. Its value fits (checked when it was produced); transfer stats too many to
+ * travel beside it are left out, so that the driver still hears of the call (its metrics miss them).
+ */
+const answer = (result: Extract<FromActor, { _tag: "Result" }>): void => {
+  try {
+    send(result)
+  } catch {
+    send({ ...result, transfers: [] })
+  }
+}
+
 let actor: Actor | undefined
 
 const onFrame = (frame: Frame): void => {
@@ -284,9 +296,9 @@ class Actor {
       const value = await actorContext.run(this.context(transfers), () => entry.fn(this.state, ...args))
       const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
       const info = await this.runtime.produce(call.returnId, value, transport, "result")
-      send({ _tag: "Result", callId: call.callId, info, transfers })
+      answer({ _tag: "Result", callId: call.callId, info, transfers })
     } catch (error) {
-      send({ _tag: "Result", callId: call.callId, error: toWireError(error), transfers })
+      answer({ _tag: "Result", callId: call.callId, error: toWireError(error), transfers })
     } finally {
       for (const objectId of received) this.runtime.store.dropReceived(objectId)
     }
@@ -425,8 +437,9 @@ class Actor {
             const reqId = this.nextReq++
             return new Promise<ReadonlyArray<Uint8Array>>((resolve, reject) => {
               const timeoutMs = checkTimeout(options?.timeoutMs, "timeoutMs") ?? this.init.transferTimeoutMs
-              this.gathers.set(reqId, { resolve, reject })
+              // First: a blob over the limit rejects with MessageTooLargeError and leaves no waiter behind.
               send({ _tag: "AllGather", reqId, group: name, blob, timeoutMs })
+              this.gathers.set(reqId, { resolve, reject })
             })
           },
         }

@@ -14,6 +14,7 @@ import type { Frame } from "./frame.js"
 import {
   type AgentReply,
   type AgentRequest,
+  MAX_AGENT_REQUEST_BYTES,
   type ObjectInfo,
   type TensorMeta,
   decodeAgentReply,
@@ -267,6 +268,7 @@ export class Agent {
     let connection = this.outgoing.get(address)
     if (connection === undefined) {
       connection = connect(address, {
+        peerMaxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
         onFrame: (frame) => this.onReply(frame),
         bodyDestinations: (header) => {
           const reply = decodeAgentReply(header)
@@ -309,8 +311,9 @@ export class Agent {
 
   private accept(socket: net.Socket): void {
     const accepted = new Connection(socket, {
-      // Requests to an agent never carry a body.
+      // Requests to an agent are small and never carry a body.
       maxBodyBytes: 0,
+      maxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
       onClose: (_error, connection) => this.accepted.delete(connection),
       onFrame: (frame, connection) => {
         let request: AgentRequest

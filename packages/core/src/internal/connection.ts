@@ -4,7 +4,7 @@
  */
 import * as net from "node:net"
 import { ProtocolError, TransferError } from "../Errors.js"
-import { type BodyDestinations, type Frame, FrameReader, writeFrame } from "./frame.js"
+import { type BodyDestinations, type Frame, FrameReader, MAX_MESSAGE_BYTES, writeFrame } from "./frame.js"
 
 export interface ConnectionHandlers {
   readonly onFrame: (frame: Frame, connection: Connection) => void
@@ -12,6 +12,10 @@ export interface ConnectionHandlers {
   readonly bodyDestinations?: BodyDestinations
   /** The largest frame body the peer may send (0 on channels whose messages carry none). */
   readonly maxBodyBytes?: number
+  /** The largest header the peer may send; default MAX_MESSAGE_BYTES. */
+  readonly maxHeaderBytes?: number
+  /** The largest header the peer accepts: `send` refuses more; default MAX_MESSAGE_BYTES. */
+  readonly peerMaxHeaderBytes?: number
 }
 
 const SCRATCH_BYTES = 64 * 1024
@@ -48,7 +52,7 @@ export class Connection {
     private readonly handlers: ConnectionHandlers,
     reader?: FrameReader,
   ) {
-    this.reader = reader ?? new FrameReader((frame) => handlers.onFrame(frame, this), handlers.bodyDestinations, handlers.maxBodyBytes)
+    this.reader = reader ?? readerOf(handlers, (frame) => handlers.onFrame(frame, this))
     if (reader === undefined) {
       socket.on("data", (chunk: Buffer) => {
         try {
@@ -65,7 +69,7 @@ export class Connection {
   /** Wraps a socket that reads straight into frame destinations; `open` creates it with the given read options. */
   static direct(open: (onread: net.OnReadOpts) => net.Socket, handlers: ConnectionHandlers): Connection {
     let connection: Connection | undefined
-    const reader = new FrameReader((frame) => handlers.onFrame(frame, connection!), handlers.bodyDestinations, handlers.maxBodyBytes)
+    const reader = readerOf(handlers, (frame) => handlers.onFrame(frame, connection!))
     const socket = open(directReads(() => reader, (error) => connection?.fail(error)))
     connection = new Connection(socket, handlers, reader)
     return connection
@@ -80,18 +84,23 @@ export class Connection {
     return this.closed
   }
 
+  /** Writes one message; one over what the peer accepts throws MessageTooLargeError and writes nothing. */
   send(header: unknown, body?: ReadonlyArray<Uint8Array>): void {
     if (this.closed) return
-    writeFrame(this.socket, header, body)
+    writeFrame(this.socket, header, body, this.handlers.peerMaxHeaderBytes ?? MAX_MESSAGE_BYTES)
   }
 
   close(error?: Error): void {
     if (this.closed) return
     this.closed = true
     this.socket.destroy()
+    this.reader.drop()
     this.handlers.onClose?.(error, this)
   }
 }
+
+const readerOf = (handlers: ConnectionHandlers, onFrame: (frame: Frame) => void): FrameReader =>
+  new FrameReader(onFrame, handlers.bodyDestinations, handlers.maxBodyBytes, handlers.maxHeaderBytes)
 
 export const connect = (address: string, handlers: ConnectionHandlers): Promise<Connection> =>
   new Promise((resolve, reject) => {

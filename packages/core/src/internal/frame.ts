@@ -5,11 +5,19 @@
  */
 import type { Socket } from "node:net"
 import * as v8 from "node:v8"
-import { ProtocolError } from "../Errors.js"
+import { MessageTooLargeError, ProtocolError } from "../Errors.js"
 
 const PREFIX_BYTES = 12
-/** Headers are metadata only: anything larger is a hostile or corrupt peer. */
-export const MAX_HEADER_BYTES = 64 * 1024 * 1024
+/**
+ * The largest control message: a frame's header, the v8-serialized message with the value skeletons
+ * and errors it carries (tensor bytes travel in bodies, outside it). Channels whose messages are
+ * always small accept less; a sender checks the size before it writes anything.
+ */
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+/** Room a message keeps beside the value it carries (ids, transfer stats): a value may take the rest. */
+const ENVELOPE_BYTES = 1024 * 1024
+/** The most a value's description (skeleton, tensor metadata, transport metadata) may take. */
+export const MAX_VALUE_BYTES = MAX_MESSAGE_BYTES - ENVELOPE_BYTES
 /** A single frame body may not exceed this (the largest transfer is split per object, never beyond this). */
 export const MAX_BODY_BYTES = 2 ** 40
 
@@ -33,9 +41,27 @@ export const encodePrefix = (headerLength: number, bodyLength: number): Buffer =
   return prefix
 }
 
-/** Serializes a header and lists the chunks of one frame, body segments untouched. */
-export const encodeFrame = (header: unknown, body: ReadonlyArray<Uint8Array> = []): Array<Uint8Array> => {
+/**
+ * The error of something that cannot travel in a control message: it names the limit and what to
+ * do instead.
+ */
+export const tooLarge = (what: string, bytes: number, limit: number): MessageTooLargeError =>
+  new MessageTooLargeError({
+    message: `${what} takes ${bytes} bytes, over the limit of ${limit} bytes (${limit === MAX_MESSAGE_BYTES ? "MAX_MESSAGE_BYTES" : `MAX_MESSAGE_BYTES is ${MAX_MESSAGE_BYTES}`}): pass bulk data as a Tensor (Tensor.from(typedArray)), whose bytes travel outside control messages, or put it as a tensor over a one-sided transport and pass the ref`,
+    bytes,
+    limit,
+  })
+
+/**
+ * Serializes a header and lists the chunks of one frame, body segments untouched; a header over
+ * `limit` (what the receiving end accepts) is refused with MessageTooLargeError.
+ */
+export const encodeFrame = (header: unknown, body: ReadonlyArray<Uint8Array> = [], limit = MAX_MESSAGE_BYTES): Array<Uint8Array> => {
   const encoded = v8.serialize(header)
+  if (encoded.byteLength > limit) {
+    const tag = (header as { _tag?: unknown } | null)?._tag
+    throw tooLarge(`a ${typeof tag === "string" ? `${tag} ` : ""}control message`, encoded.byteLength, limit)
+  }
   let bodyLength = 0
   for (const segment of body) bodyLength += segment.byteLength
   return [encodePrefix(encoded.byteLength, bodyLength), encoded, ...body]
@@ -44,9 +70,12 @@ export const encodeFrame = (header: unknown, body: ReadonlyArray<Uint8Array> = [
 /** Bodies up to this size are copied into the frame's single write: one small write beats a writev. */
 const COALESCE_BYTES = 64 * 1024
 
-/** Writes one frame; returns false when the socket asks the caller to wait for 'drain'. */
-export const writeFrame = (socket: Socket, header: unknown, body: ReadonlyArray<Uint8Array> = []): boolean => {
-  const [prefix, encoded, ...segments] = encodeFrame(header, body)
+/**
+ * Writes one frame, or nothing when its header is over `limit`; returns false when the socket asks
+ * the caller to wait for 'drain'.
+ */
+export const writeFrame = (socket: Socket, header: unknown, body: ReadonlyArray<Uint8Array> = [], limit = MAX_MESSAGE_BYTES): boolean => {
+  const [prefix, encoded, ...segments] = encodeFrame(header, body, limit)
   const bodyLength = segments.reduce((n, s) => n + s.byteLength, 0)
   if (bodyLength <= COALESCE_BYTES) return socket.write(Buffer.concat([prefix, encoded, ...segments]))
   socket.write(Buffer.concat([prefix, encoded]))
@@ -83,6 +112,8 @@ export class FrameReader {
     private readonly bodyDestinations?: BodyDestinations,
     /** Channels whose messages never carry a body say 0: a peer cannot make us buffer one. */
     private readonly maxBodyBytes = MAX_BODY_BYTES,
+    /** The largest header this channel's messages need: no more is ever buffered for one. */
+    private readonly maxHeaderBytes = MAX_MESSAGE_BYTES,
   ) {}
 
   push(chunk: Buffer): void {
@@ -115,8 +146,8 @@ export class FrameReader {
         const prefix = this.take(PREFIX_BYTES)
         const headerLength = prefix.readUInt32LE(0)
         const bodyLength = prefix.readUInt32LE(4) + prefix.readUInt32LE(8) * 2 ** 32
-        if (headerLength === 0 || headerLength > MAX_HEADER_BYTES) {
-          throw new ProtocolError({ message: `frame header length ${headerLength} outside 1..${MAX_HEADER_BYTES}` })
+        if (headerLength === 0 || headerLength > this.maxHeaderBytes) {
+          throw new ProtocolError({ message: `frame header length ${headerLength} outside 1..${this.maxHeaderBytes} on this channel` })
         }
         if (bodyLength > this.maxBodyBytes) {
           throw new ProtocolError({ message: `frame body length ${bodyLength} exceeds ${this.maxBodyBytes} on this channel` })
@@ -196,6 +227,16 @@ export class FrameReader {
     }
     if (this.bodyReceived === this.bodyLength) this.finishFrame(undefined)
     return data.subarray(offset)
+  }
+
+  /** Forgets the frame in progress and what was buffered for it: a closed connection holds no memory. */
+  drop(): void {
+    this.pending = []
+    this.pendingBytes = 0
+    this.headerLength = -1
+    this.bodyLength = -1
+    this.header = undefined
+    this.destinations = undefined
   }
 
   private finishFrame(body: Buffer | undefined): void {

@@ -140,6 +140,13 @@ export const FromActor = Schema.Union([
 ])
 export type FromActor = typeof FromActor.Type
 
+/**
+ * The largest request an agent accepts: requests name objects, groups and peers, and the biggest, a
+ * group's gathered transport addresses, stays far below this. A connection that announces more is
+ * dropped before anything is buffered for it.
+ */
+export const MAX_AGENT_REQUEST_BYTES = 1024 * 1024
+
 // Between agents (and from the driver to agents): requests carry a reqId, answers echo it.
 export const AgentRequest = Schema.Union([
   Schema.TaggedStruct("Fetch", { reqId: Schema.Number, objectId: Id }),

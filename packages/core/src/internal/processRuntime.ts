@@ -2,6 +2,7 @@
  * What every process of a cluster does with objects, driver and actors alike: turn a value into a
  * stored object (producing), and turn an owner's ObjectInfo back into a value (consuming).
  */
+import * as v8 from "node:v8"
 import { currentAllocator } from "../Allocator.js"
 import { DeviceError, InvalidArgumentError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import type { GetOptions } from "../InActor.js"
@@ -10,6 +11,7 @@ import { Tensor } from "../Tensor.js"
 import type { TensorStore } from "../TensorStore.js"
 import type { TensorTransport } from "../Transport.js"
 import type { AgentClient } from "./agentClient.js"
+import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
 import type { ActorInspection, ObjectInfo, TensorMeta, TransferStat } from "./messages.js"
 import { PendingTransfers } from "./pendingTransfers.js"
 import { receiveLabel, receiveObject } from "./receiveObject.js"
@@ -81,11 +83,11 @@ export class ProcessRuntime {
    * refs must be live refs of this cluster; a method's result may name refs the method released on
    * its way out (the owner hears of the result before the release).
    */
-  async produce(objectId: string, value: unknown, transportName: string, kind: "result" | "put"): Promise<ObjectInfo> {
+  async produce(objectId: string, value: unknown, transportName: string, role: "result" | "put"): Promise<ObjectInfo> {
     const transport = this.transport(transportName)
-    const { skeleton, tensors, refs } = encodeValue(value, kind === "put" ? "the put value" : "the result")
+    const { skeleton, tensors, refs } = encodeValue(value, role === "put" ? "the put value" : "the result")
     for (const ref of refs) {
-      if (kind === "put") requireUsableRef(ref, this.cluster)
+      if (role === "put") requireUsableRef(ref, this.cluster)
       else requireRefOf(ref, this.cluster)
     }
     for (const t of tensors) {
@@ -107,17 +109,25 @@ export class ProcessRuntime {
       tensors: tensors.map(tensorMeta),
       refs: refs.map((r) => r.id),
     }
-    if (tensors.length === 0) return base
+    if (tensors.length === 0) return checkDescribed(base)
     if (transportName === objectStoreName) {
       const total = tensors.reduce((n, t) => n + t.nbytes, 0)
       if (total <= INLINE_LIMIT) {
+        const info = checkDescribed({ ...base, inline: concatBytes(tensors, total) })
         // Kept as well: a ref passed back to this process must hand over these very tensors.
         this.store.addPrimary({ objectId, transport: transportName, value, tensors })
-        return { ...base, inline: concatBytes(tensors, total) }
+        return info
       }
     }
+    checkDescribed(base)
     const metadata = await this.hold(objectId, transportName, value, tensors)
-    return metadata === undefined ? base : { ...base, metadata }
+    if (metadata === undefined) return base
+    try {
+      return checkDescribed({ ...base, metadata })
+    } catch (error) {
+      await this.free([objectId])
+      throw error
+    }
   }
 
   /**
@@ -306,6 +316,18 @@ const refList = (refs: unknown): Array<ObjectRef<unknown>> => {
     throw new InvalidArgumentError({ message: `get takes an ObjectRef or an array of them; element ${stranger} is ${describe(refs[stranger])}`, argument: "refs" })
   }
   throw new InvalidArgumentError({ message: `get takes an ObjectRef or an array of them, not ${describe(refs)}`, argument: "refs" })
+}
+
+const EMPTY = new Uint8Array(0)
+
+/**
+ * `info` when it fits in the messages that carry it (checked once, here, so that no message with it
+ * is ever refused), else MessageTooLargeError. Its skeleton is counted without being copied again.
+ */
+const checkDescribed = (info: ObjectInfo): ObjectInfo => {
+  const bytes = v8.serialize({ ...info, skeleton: EMPTY }).byteLength + info.skeleton.byteLength
+  if (bytes > MAX_VALUE_BYTES) throw tooLarge(`the value of ${info.objectId} (all but its tensors)`, bytes, MAX_VALUE_BYTES)
+  return info
 }
 
 /** For agent commands nobody waits for: their failure is reported, never lost. */

@@ -20,34 +20,82 @@ export const registerErrorClasses = (...classes: ReadonlyArray<ErrorClass>): voi
   for (const c of classes) known[c.identifier] = c
 }
 
-/** The error's own fields that survive serialization: a field holding a function must not sink the reply. */
+/**
+ * Bounds of what an error takes across processes, in characters: its name, message and each string
+ * field (a field may be a stack), and its stack; fields that do not fit in FIELDS_BYTES together are
+ * left out. A huge error then travels like any other.
+ */
+export const ERROR_MESSAGE_CHARS = 16 * 1024
+export const ERROR_STACK_CHARS = 64 * 1024
+const FIELDS_BYTES = 256 * 1024
+/** Room for the note that says what was cut: a text cut once is within its bound, and stays as it is. */
+const NOTE_CHARS = 40
+
+/** `text` within `max` characters, its cut marked with how much is missing. */
+const cut = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  let keep = max - NOTE_CHARS
+  // Not between the two halves of a surrogate pair.
+  if (/[\uD800-\uDBFF]/.test(text[keep - 1] ?? "")) keep--
+  return `${text.slice(0, keep)}... (${text.length - keep} more characters)`
+}
+
+/** A field's value with its strings cut, or undefined when it is not data (a function must not sink the reply). */
+const fieldValue = (value: unknown): unknown => {
+  if (typeof value === "string") return cut(value, ERROR_STACK_CHARS)
+  if (value === null || typeof value === "number" || typeof value === "boolean") return value
+  if (Array.isArray(value)) return value.map((item) => (typeof item === "string" ? cut(item, ERROR_STACK_CHARS) : item))
+  return undefined
+}
+
+/** The error's own fields that survive serialization, within FIELDS_BYTES together. */
 const ownFields = (error: object): Record<string, unknown> => {
   const fields: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(error)) {
-    if (key === "_tag" || key === "stack") continue
-    if (value !== null && !["string", "number", "boolean"].includes(typeof value) && !Array.isArray(value)) continue
+  let bytes = 0
+  for (const [key, raw] of Object.entries(error)) {
+    // The message and the stack travel beside the fields.
+    if (key === "_tag" || key === "stack" || key === "message") continue
+    const value = fieldValue(raw)
+    if (value === undefined) continue
+    let size: number
     try {
-      v8.serialize(value)
-      fields[key] = value
+      size = v8.serialize(value).byteLength + key.length
     } catch {
       // Not data: left out.
+      continue
     }
+    if (bytes + size > FIELDS_BYTES) continue
+    bytes += size
+    fields[key] = value
   }
   return fields
+}
+
+/**
+ * The stack within its bound. V8's stack repeats the message: that copy is cut like the message, so
+ * that the frames after it survive.
+ */
+const cutStack = (stack: string, message: string, cutMessage: string): string => {
+  const at = cutMessage === message ? -1 : stack.indexOf(message)
+  const shortened = at < 0 ? stack : stack.slice(0, at) + cutMessage + stack.slice(at + message.length)
+  return cut(shortened, ERROR_STACK_CHARS)
 }
 
 export const toWireError = (error: unknown): WireError => {
   if (error instanceof Error) {
     const tag = (error as { _tag?: unknown })._tag
+    const name = cut(String(error.name), ERROR_MESSAGE_CHARS)
+    const message = cut(String(error.message), ERROR_MESSAGE_CHARS)
     return {
       tag: typeof tag === "string" && tag in known ? tag : "",
-      name: error.name,
-      message: error.message,
-      stack: error.stack ?? `${error.name}: ${error.message}`,
+      name,
+      message,
+      stack: typeof error.stack === "string" ? cutStack(error.stack, String(error.message), message) : `${name}: ${message}`,
       fields: ownFields(error),
     }
   }
-  return { tag: "", name: "Error", message: String(error), stack: String(error), fields: {} }
+  const text = cut(String(error), ERROR_MESSAGE_CHARS)
+  return { tag: "", name: "Error", message: text, stack: text, fields: {} }
 }
 
 /** Rebuilds a tensorlane error as its class; anything else is an ApplicationError of `actor.method`. */
