@@ -169,7 +169,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         write(Buffer.from(`\n===== ${name}\n`))
         const outcome = await runCheck(name, Math.min(spec.limitMs, remaining), env, scratch, write)
         checks.push(outcome)
-        process.stdout.write(`${outcome.status} ${name} (${outcome.ms} ms)${outcome.error === undefined ? "" : `: ${outcome.error.message.split("\n")[0]}`}\n`)
+        const why = outcome.error?.message ?? outcome.reason
+        process.stdout.write(`${outcome.status} ${name} (${outcome.ms} ms)${why === undefined ? "" : `: ${why.split("\n")[0].slice(0, 400)}`}\n`)
       }
     }
   } finally {
