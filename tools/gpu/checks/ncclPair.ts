@@ -22,7 +22,7 @@ export const twoProcesses: Check = (facts) =>
       const tag = (error as { _tag?: string })._tag
       facts.shared = false
       facts.refusal = { tag, message: (error as Error).message, ms: Date.now() - started }
-      assert.equal(tag, "NcclError", "the creation ended with NCCL's refusal")
+      assert.equal(tag, "NcclError", `the creation ended with ${tag ?? "an untyped error"}, not NCCL's refusal`)
       assert.deepEqual((await cluster.inspect()).groups, [], "no group is left after the refusal")
       return
     }
