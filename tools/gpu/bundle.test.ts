@@ -44,16 +44,17 @@ describe.skipIf(missingNode !== undefined)("the GPU check bundle, dry", () => {
 
   it("starts its own Node 24 and runs the checks that need no GPU", () => {
     expect(dry.output).toMatch(/^node v24\.\d+\.\d+ from the bundle/m)
-    expect(dry.report.host.node).toBe(info.node)
-    expect(dry.report.checks.map((c) => c.name)).toEqual(Object.keys(CHECKS))
-    const runtime = dry.report.checks.find((c) => c.name === "runtime")
+    expect(dry.report?.host.node).toBe(info.node)
+    expect(dry.report?.checks.map((c) => c.name)).toEqual(Object.keys(CHECKS))
+    const runtime = dry.report?.checks.find((c) => c.name === "runtime")
     expect(runtime).toMatchObject({ status: "pass", facts: { actorSum: 4950 } })
     expect(Object.keys(runtime!.facts.addonExports as object).sort()).toEqual(["tensorlane_nccl.node", "tensorlane_nixl.node", "tensorlane_symmetric.node"])
   })
 
-  it("reports no GPU cleanly: the GPU checks skipped, nothing failed, one summary line", () => {
+  it("reports no GPU cleanly: the GPU checks skipped, nothing failed, one summary line, exit code 0", () => {
     expect(dry.report).toMatchObject({ dry: true, gpu: false, summary: { failed: 0, passed: 1, skipped: Object.keys(CHECKS).length - 1 } })
-    for (const c of dry.report.checks.filter((c) => CHECKS[c.name].gpu)) expect(c).toMatchObject({ status: "skip", reason: "dry run" })
+    for (const c of dry.report!.checks.filter((c) => CHECKS[c.name].gpu)) expect(c).toMatchObject({ status: "skip", reason: "dry run" })
+    expect(dry.status).toBe(0)
     expect(dry.output).toMatch(/^tensorlane gpu check: 1 passed, 0 failed, \d+ skipped; no GPU \(dry run\);/m)
   })
 })

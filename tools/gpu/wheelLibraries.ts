@@ -5,7 +5,6 @@
 import { execFileSync } from "node:child_process"
 import { dirname } from "node:path"
 import { fileURLToPath } from "node:url"
-import { CUDART_LIBRARY_ENV, NCCL_LIBRARY_ENV } from "@tensorlane/transport-nccl"
 
 /** Carries the libraries found to the check processes (the `libraries` check compares the loaders' own choice with them). */
 export const LIBRARIES_ENV = "TENSORLANE_GPU_CHECK_WHEELS"
@@ -39,12 +38,16 @@ export const findWheelLibraries = (): WheelLibraries => {
   }
 }
 
-/** transport-nccl's and symmetric-mem's overrides (see their loadAddon.ts) for the first copy of each library found. */
+/**
+ * transport-nccl's and symmetric-mem's overrides (see their loadAddon.ts) for the first copy of each
+ * library found. The names are written out rather than imported so that the runner starts, and
+ * reports, even when the packages do not load; the `libraries` check compares them with the packages'.
+ */
 export const loaderOverrides = (found: WheelLibraries): Record<string, string> => {
   const [nccl, cudart, nvshmem] = [found.nccl?.[0], found.cudart?.[0], found.nvshmem?.[0]]
   return {
-    ...(nccl === undefined ? {} : { [NCCL_LIBRARY_ENV]: nccl.path }),
-    ...(cudart === undefined ? {} : { [CUDART_LIBRARY_ENV]: cudart.path }),
+    ...(nccl === undefined ? {} : { TENSORLANE_NCCL_LIBRARY: nccl.path }),
+    ...(cudart === undefined ? {} : { TENSORLANE_CUDART_LIBRARY: cudart.path }),
     ...(nvshmem === undefined ? {} : { NVSHMEM_LIB_DIR: dirname(nvshmem.path) }),
   }
 }

@@ -1,14 +1,14 @@
 /**
- * The loaders find the device's wheels by themselves: with the overrides that runner.ts sets for
- * the other checks removed, transport-nccl and symmetric-mem load an NCCL, a CUDA runtime and an
- * NVSHMEM that python3's installed wheels ship (runner.ts passes their file lists' copies).
+ * The runner's overrides are the ones the loaders read, and the loaders find the device's wheels
+ * by themselves: with those overrides removed, transport-nccl and symmetric-mem load an NCCL, a CUDA
+ * runtime and an NVSHMEM that python3's installed wheels ship (runner.ts passes their copies).
  */
 import * as assert from "node:assert/strict"
 import * as fs from "node:fs"
 import { nvshmemStatus } from "@tensorlane/symmetric-mem"
 import { CUDART_LIBRARY_ENV, NCCL_LIBRARY_ENV, ncclStatus } from "@tensorlane/transport-nccl"
 import type { Check } from "../check.js"
-import { LIBRARIES_ENV, type WheelLibraries, type WheelLibrary } from "../wheelLibraries.js"
+import { LIBRARIES_ENV, type WheelLibraries, type WheelLibrary, loaderOverrides } from "../wheelLibraries.js"
 
 /** Fails unless `loaded` is one of the wheels' copies of the library. */
 const expectFromWheels = (what: string, loaded: string, copies: ReadonlyArray<WheelLibrary> | undefined): void => {
@@ -18,7 +18,9 @@ const expectFromWheels = (what: string, loaded: string, copies: ReadonlyArray<Wh
 
 export const libraries: Check = async (facts) => {
   const wheels = JSON.parse(process.env[LIBRARIES_ENV] ?? "{}") as WheelLibraries
-  for (const env of [NCCL_LIBRARY_ENV, CUDART_LIBRARY_ENV, "NVSHMEM_LIB_DIR"]) delete process.env[env]
+  const overrides = loaderOverrides(wheels)
+  for (const env of [NCCL_LIBRARY_ENV, CUDART_LIBRARY_ENV]) assert.ok(env in overrides, `the runner does not set transport-nccl's ${env}`)
+  for (const env of Object.keys(overrides)) delete process.env[env]
   const nccl = ncclStatus()
   facts.nccl = { library: nccl.library, version: nccl.version, cudart: nccl.cudart }
   expectFromWheels("NCCL", nccl.library, wheels.nccl)
