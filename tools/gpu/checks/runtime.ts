@@ -12,7 +12,7 @@ import type { Check } from "../check.js"
 import { take, withCluster } from "./cluster.js"
 
 /** The addons the bundle carries, by package (gloo's needs Debian's libgloo, which the device lacks). */
-export const ADDONS: ReadonlyArray<readonly [string, string]> = [
+const ADDONS: ReadonlyArray<readonly [string, string]> = [
   ["@tensorlane/transport-nccl", "tensorlane_nccl.node"],
   ["@tensorlane/symmetric-mem", "tensorlane_symmetric.node"],
   ["@tensorlane/transport-nixl", "tensorlane_nixl.node"],
