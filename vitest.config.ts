@@ -66,6 +66,16 @@ export default defineConfig({
       },
       {
         test: {
+          // The GPU check bundle's dry run (tools/gpu): builds the bundle and starts it.
+          name: "tools",
+          root: "tools",
+          include: ["**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
           name: "cli",
           root: "packages/cli",
           include: ["test/**/*.test.ts"],

@@ -36,6 +36,8 @@ bash packages/transport-nixl/scripts/install-wheel.sh
 bash packages/transport-nccl/scripts/install-wheel.sh
 # NVSHMEM's host library (symmetric-mem's nvshmem backend) from its PyPI wheel, into .tools/nvshmem.
 bash packages/symmetric-mem/scripts/install-wheel.sh
+# Node 24 for the GPU check bundle (tools/gpu), from the npm registry, xz-compressed into .tools/node.
+bash tools/gpu/fetch-node.sh >/dev/null
 
 # Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages
 # (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.
