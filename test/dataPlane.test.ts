@@ -1,0 +1,215 @@
+/**
+ * Who may connect to the data plane (docs/failures-and-timeouts.md, "Who may connect to what"): a
+ * gloo pair accepts only its peer, whatever another local user does while the group connects, and
+ * the process it connects to must prove it is the peer. The stranger is a throwaway unprivileged
+ * user (test/fixtures/stranger.mjs), removed after.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import readline from "node:readline"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Peer, failureOf } from "../packages/transport-gloo/test/fixtures/peers.ts"
+import { sleep } from "./helpers.ts"
+
+const USER = `tlstranger${process.pid}`
+let uid: number
+let gid: number
+
+beforeAll(() => {
+  execFileSync("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+  uid = Number(execFileSync("id", ["-u", USER], { encoding: "utf8" }))
+  gid = Number(execFileSync("id", ["-g", USER], { encoding: "utf8" }))
+})
+
+afterAll(() => {
+  execFileSync("userdel", [USER])
+})
+
+interface ListeningSocket {
+  readonly address: string
+  readonly port: number
+}
+
+/** An address of /proc/net/tcp{,6}: 32-bit words in hex, each in the host's (little-endian) byte order. */
+const addressOf = (hex: string): string => {
+  const bytes = hex.match(/.{8}/g)!.flatMap((word) => [...Buffer.from(word, "hex").reverse()])
+  if (bytes.length === 4) return bytes.join(".")
+  const groups = Array.from({ length: 8 }, (_, i) => ((bytes[2 * i] << 8) | bytes[2 * i + 1]).toString(16))
+  return groups.join(":")
+}
+
+/** The TCP sockets that `pid` listens on, from /proc: its socket inodes, found in /proc/net/tcp and tcp6 in state LISTEN. */
+const listeningSockets = (pid: number): Array<ListeningSocket> => {
+  const inodes = new Set<string>()
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    const target = (() => {
+      try {
+        return fs.readlinkSync(`/proc/${pid}/fd/${fd}`)
+      } catch {
+        return "" // closed meanwhile
+      }
+    })()
+    const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1]
+    if (inode !== undefined) inodes.add(inode)
+  }
+  return ["/proc/net/tcp", "/proc/net/tcp6"].flatMap((table) =>
+    fs
+      .readFileSync(table, "utf8")
+      .split("\n")
+      .slice(1)
+      .map((line) => line.trim().split(/\s+/))
+      .filter((fields) => fields.length > 9 && fields[3] === "0A" && inodes.has(fields[9]))
+      .map((fields) => {
+        const [address, port] = fields[1].split(":")
+        return { address: addressOf(address), port: parseInt(port, 16) }
+      }),
+  )
+}
+
+/** test/fixtures/stranger.mjs running as the throwaway user. */
+class Stranger {
+  private readonly seen = new Set<string>()
+  private readonly waiting = new Map<string, Array<() => void>>()
+  private nextId = 0
+
+  private constructor(private readonly child: ChildProcess) {
+    readline.createInterface({ input: child.stdout! }).on("line", (line) => {
+      this.seen.add(line)
+      for (const resolve of this.waiting.get(line) ?? []) resolve()
+      this.waiting.delete(line)
+    })
+  }
+
+  static start(mode: "garbage" | "waits" | "echo"): Stranger {
+    const source = fs.readFileSync(new URL("./fixtures/stranger.mjs", import.meta.url), "utf8")
+    return new Stranger(spawn(process.execPath, ["--input-type=module", "-e", source, mode], { uid, gid, stdio: ["pipe", "pipe", "inherit"] }))
+  }
+
+  /** Resolves once the stranger printed `line`. */
+  printed(line: string): Promise<void> {
+    if (this.seen.has(line)) return Promise.resolve()
+    return new Promise((resolve) => this.waiting.set(line, [...(this.waiting.get(line) ?? []), resolve]))
+  }
+
+  /** Whether it printed every one of `lines` within `ms`. */
+  printedWithin(lines: ReadonlyArray<string>, ms: number): Promise<boolean> {
+    return Promise.race([Promise.all(lines.map((l) => this.printed(l))).then(() => true), sleep(ms).then(() => false)])
+  }
+
+  /** Connects to 127.0.0.1:`port`; resolves with the connection's id once it is up (and its bytes sent). */
+  async connect(port: number): Promise<number> {
+    const id = this.nextId++
+    this.child.stdin!.write(`${id} ${port}\n`)
+    const refused = this.printed(`closed ${id}`).then(() => {
+      if (!this.seen.has(`connected ${id}`)) throw new Error(`the stranger could not connect to port ${port}`)
+    })
+    await Promise.race([this.printed(`connected ${id}`), refused])
+    return id
+  }
+
+  /** The port the echo stranger listens on. */
+  async echoPort(): Promise<number> {
+    for (let k = 4; k < 256; k++) {
+      if (this.seen.has(`listening ${256 * k}`)) return 256 * k
+    }
+    await sleep(10)
+    return this.echoPort()
+  }
+
+  kill(): void {
+    this.child.kill("SIGKILL")
+  }
+}
+
+const CREATIONS = 20
+
+describe.each(["garbage", "waits"] as const)("gloo, while a stranger that %s connects to every listening port of both ranks", (mode) => {
+  it(`all ${CREATIONS} group creations connect and carry their bytes, and every stranger's connection is closed`, async () => {
+    const stranger = Stranger.start(mode)
+    const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
+    try {
+      let connected = 0
+      let dropped = 0
+      for (let i = 0; i < CREATIONS; i++) {
+        const blobs = await Promise.all(peers.map((p, rank) => p.call<Uint8Array>("create", { rank, size: 2, timeoutMs: 2000 })))
+        // Each rank's pair listens on a port of its own until its peer connects: the stranger comes first.
+        const ports = peers.flatMap((p) => listeningSockets(p.child.pid!).map((s) => s.port))
+        expect(ports).toHaveLength(2)
+        const ids = await Promise.all(ports.map((port) => stranger.connect(port)))
+        const outcome = await Promise.all(peers.map((p) => p.call("connect", { blobs }))).then(
+          () => "connected",
+          (error: { message: string }) => error.message,
+        )
+        if (outcome === "connected") {
+          const name = `t${i}`
+          await peers[0].call("alloc", { name, bytes: 4096, seed: i + 1 })
+          await peers[1].call("alloc", { name: `${name}/in`, bytes: 4096 })
+          await Promise.all([
+            peers[0].call("send", { peer: 1, objectId: name, names: [name] }),
+            peers[1].call("receive", { peer: 0, objectId: name, names: [`${name}/in`] }),
+          ])
+          expect(await peers[1].call("digest", { name: `${name}/in` })).toBe(await peers[0].call("digest", { name }))
+          connected++
+        }
+        if (await stranger.printedWithin(ids.map((id) => `closed ${id}`), 1000)) dropped++
+        expect(peers.flatMap((p) => listeningSockets(p.child.pid!))).toEqual([])
+        await Promise.all(peers.map((p) => p.call("destroy")))
+      }
+      expect({ connected, dropped }).toEqual({ connected: CREATIONS, dropped: CREATIONS })
+    } finally {
+      for (const p of peers) p.kill()
+      stranger.kill()
+    }
+  })
+})
+
+describe("gloo, when the peer never comes", () => {
+  it("the listening rank closes a stranger that waits, and fails at the connect timeout instead of taking it for its peer", async () => {
+    const stranger = Stranger.start("waits")
+    const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
+    try {
+      // A connect timeout of 200 ms: gloo, and the guard, wait five times that for a peer.
+      const blobs = await Promise.all(peers.map((p, rank) => p.call<Uint8Array>("create", { rank, size: 2, timeoutMs: 200 })))
+      const ports = blobs.map((b) => portAt(b).getUint16(0))
+      const listener = glooOrder(ports[0]) < glooOrder(ports[1]) ? 0 : 1
+      const id = await stranger.connect(ports[listener])
+      const started = Date.now()
+      const failure = await failureOf(peers[listener].call("connect", { blobs }))
+      expect(failure.code).toBe("timeout")
+      expect(failure.message).toMatch(/rank \d did not connect and prove the group's secret within the connect timeout; 1 other connections to the pair's port were closed/)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      await stranger.printed(`closed ${id}`)
+    } finally {
+      for (const p of peers) p.kill()
+      stranger.kill()
+    }
+  })
+})
+
+/** A rank's blob (AddressBlob.h): 20 bytes of header, the secret, then per peer its rank, length and gloo TCP address. */
+const addressAt = (blob: Uint8Array): number => 20 + new DataView(blob.buffer, blob.byteOffset).getUint32(16, true) + 8
+const portAt = (blob: Uint8Array): DataView => new DataView(blob.buffer, blob.byteOffset + addressAt(blob) + 2, 2)
+/** How gloo orders two ports of one host: the port's two bytes as stored (network order), read as one number. */
+const glooOrder = (port: number): number => ((port & 0xff) << 8) | (port >> 8)
+
+describe("gloo, against a stranger that took the peer's port", () => {
+  it("the connecting rank refuses it, even when it echoes the rank's own proof back", async () => {
+    const stranger = Stranger.start("echo")
+    const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
+    try {
+      const fake = await stranger.echoPort()
+      const blobs = await Promise.all(peers.map((p, rank) => p.call<Uint8Array>("create", { rank, size: 2, timeoutMs: 2000 })))
+      // Rank 0's address for rank 1 now names the stranger's port, which sorts below rank 1's own:
+      // rank 1 makes the connection (gloo's rule).
+      const forged = blobs[0].slice()
+      portAt(forged).setUint16(0, fake)
+      expect(glooOrder(fake)).toBeLessThan(glooOrder(portAt(blobs[1]).getUint16(0)))
+      const failure = await failureOf(peers[1].call("connect", { blobs: [forged, blobs[1]] }))
+      expect(failure.code).toBe("protocol")
+      expect(failure.message).toMatch(/the process listening for rank 0 did not prove the group's secret/)
+    } finally {
+      for (const p of peers) p.kill()
+      stranger.kill()
+    }
+  })
+})
