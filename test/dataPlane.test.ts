@@ -1,14 +1,16 @@
 /**
  * Who may connect to the data plane (docs/failures-and-timeouts.md, "Who may connect to what"): a
  * gloo pair accepts only its peer, whatever another local user does while the group connects, and
- * the process it connects to must prove it is the peer. The stranger is a throwaway unprivileged
- * user (test/fixtures/stranger.mjs), removed after.
+ * the process it connects to must prove it is the peer; NIXL (UCX) listens on loopback only. The
+ * stranger is a throwaway unprivileged user (test/fixtures/stranger.mjs), removed after.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import readline from "node:readline"
+import { start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Peer, failureOf } from "../packages/transport-gloo/test/fixtures/peers.ts"
+import { NixlWorker } from "./fixtures/nixlActors.mjs"
 import { sleep } from "./helpers.ts"
 
 const USER = `tlstranger${process.pid}`
@@ -37,6 +39,9 @@ const addressOf = (hex: string): string => {
   const groups = Array.from({ length: 8 }, (_, i) => ((bytes[2 * i] << 8) | bytes[2 * i + 1]).toString(16))
   return groups.join(":")
 }
+
+const isLoopback = (address: string): boolean =>
+  address.startsWith("127.") || address === "0:0:0:0:0:0:0:1" || /^0:0:0:0:0:ffff:7f/.test(address)
 
 /** The TCP sockets that `pid` listens on, from /proc: its socket inodes, found in /proc/net/tcp and tcp6 in state LISTEN. */
 const listeningSockets = (pid: number): Array<ListeningSocket> => {
@@ -210,6 +215,25 @@ describe("gloo, against a stranger that took the peer's port", () => {
     } finally {
       for (const p of peers) p.kill()
       stranger.kill()
+    }
+  })
+})
+
+describe("NIXL", () => {
+  it("listens on loopback only in every process that used it", async () => {
+    await using cluster = await start({ transports: ["@tensorlane/transport-nixl"] })
+    const [producer, consumer] = await cluster.spawn(NixlWorker, { count: 2 })
+    const tensor = producer.randomTensor()
+    // The consumer and the driver both READ from the producer.
+    const sums = [await cluster.get(producer.sum(tensor)), await cluster.get(consumer.sum(tensor))]
+    expect(sums[1]).toBe(sums[0])
+    expect(((await cluster.get(tensor)) as { numel: number }).numel).toBe(1_000_000)
+    tensor.release()
+    const pids = [(await cluster.get(producer.pid())) as number, (await cluster.get(consumer.pid())) as number]
+    for (const pid of [...pids, process.pid]) {
+      const sockets = listeningSockets(pid)
+      expect(sockets.length, `process ${pid} listens for UCX`).toBeGreaterThan(0)
+      expect(sockets.filter((s) => !isLoopback(s.address)), `process ${pid}`).toEqual([])
     }
   })
 })
