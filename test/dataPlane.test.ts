@@ -23,7 +23,8 @@ beforeAll(() => {
   gid = Number(execFileSync("id", ["-g", USER], { encoding: "utf8" }))
 })
 
-afterAll(() => {
+afterAll(async () => {
+  await Stranger.stopAll()
   execFileSync("userdel", [USER])
 })
 
@@ -71,70 +72,94 @@ const listeningSockets = (pid: number): Array<ListeningSocket> => {
   )
 }
 
+/** A rank's blob (AddressBlob.h): 20 bytes of header, the secret, then per peer its rank, length and gloo TCP address. */
+const addressAt = (blob: Uint8Array): number => 20 + new DataView(blob.buffer, blob.byteOffset).getUint32(16, true) + 8
+const portAt = (blob: Uint8Array): DataView => new DataView(blob.buffer, blob.byteOffset + addressAt(blob) + 2, 2)
+/** How gloo orders two ports of one host: the port's two bytes as stored (network order), read as one number. */
+const glooOrder = (port: number): number => ((port & 0xff) << 8) | (port >> 8)
+
 /** test/fixtures/stranger.mjs running as the throwaway user. */
 class Stranger {
-  private readonly seen = new Set<string>()
-  private readonly waiting = new Map<string, Array<() => void>>()
+  private static readonly started = new Set<Stranger>()
+  private readonly lines: Array<string> = []
+  private waiting: Array<{ readonly matches: (line: string) => boolean; readonly resolve: (line: string) => void }> = []
   private nextId = 0
 
   private constructor(private readonly child: ChildProcess) {
     readline.createInterface({ input: child.stdout! }).on("line", (line) => {
-      this.seen.add(line)
-      for (const resolve of this.waiting.get(line) ?? []) resolve()
-      this.waiting.delete(line)
+      this.lines.push(line)
+      for (const w of this.waiting.filter((w) => w.matches(line))) w.resolve(line)
+      this.waiting = this.waiting.filter((w) => !w.matches(line))
     })
+  }
+
+  /** The first line it printed that matches (waiting for it). */
+  private line(matches: (line: string) => boolean): Promise<string> {
+    const printed = this.lines.find(matches)
+    if (printed !== undefined) return Promise.resolve(printed)
+    return new Promise((resolve) => this.waiting.push({ matches, resolve }))
   }
 
   static start(mode: "garbage" | "waits" | "echo"): Stranger {
     const source = fs.readFileSync(new URL("./fixtures/stranger.mjs", import.meta.url), "utf8")
-    return new Stranger(spawn(process.execPath, ["--input-type=module", "-e", source, mode], { uid, gid, stdio: ["pipe", "pipe", "inherit"] }))
+    const stranger = new Stranger(spawn(process.execPath, ["--input-type=module", "-e", source, mode], { uid, gid, stdio: ["pipe", "pipe", "inherit"] }))
+    Stranger.started.add(stranger)
+    return stranger
   }
 
-  /** Resolves once the stranger printed `line`. */
-  printed(line: string): Promise<void> {
-    if (this.seen.has(line)) return Promise.resolve()
-    return new Promise((resolve) => this.waiting.set(line, [...(this.waiting.get(line) ?? []), resolve]))
-  }
-
-  /** Whether it printed every one of `lines` within `ms`. */
-  printedWithin(lines: ReadonlyArray<string>, ms: number): Promise<boolean> {
-    return Promise.race([Promise.all(lines.map((l) => this.printed(l))).then(() => true), sleep(ms).then(() => false)])
+  /** Every stranger still running, a test's that timed out included. */
+  static async stopAll(): Promise<void> {
+    await Promise.all([...Stranger.started].map((s) => s.stop()))
   }
 
   /** Connects to 127.0.0.1:`port`; resolves with the connection's id once it is up (and its bytes sent). */
   async connect(port: number): Promise<number> {
     const id = this.nextId++
     this.child.stdin!.write(`${id} ${port}\n`)
-    const refused = this.printed(`closed ${id}`).then(() => {
-      if (!this.seen.has(`connected ${id}`)) throw new Error(`the stranger could not connect to port ${port}`)
-    })
-    await Promise.race([this.printed(`connected ${id}`), refused])
+    if ((await this.line((l) => l === `connected ${id}` || l === `closed ${id}`)) !== `connected ${id}`) {
+      throw new Error(`the stranger could not connect to port ${port}`)
+    }
     return id
+  }
+
+  /** Resolves once the connection `id` was closed by the other end. */
+  async closed(id: number): Promise<void> {
+    await this.line((l) => l === `closed ${id}`)
+  }
+
+  /** Whether every one of the connections `ids` was closed within `ms`. */
+  closedWithin(ids: ReadonlyArray<number>, ms: number): Promise<boolean> {
+    return Promise.race([Promise.all(ids.map((id) => this.closed(id))).then(() => true), sleep(ms).then(() => false)])
   }
 
   /** The port the echo stranger listens on. */
   async echoPort(): Promise<number> {
-    for (let k = 4; k < 256; k++) {
-      if (this.seen.has(`listening ${256 * k}`)) return 256 * k
-    }
-    await sleep(10)
-    return this.echoPort()
+    return Number((await this.line((l) => l.startsWith("listening "))).split(" ")[1])
   }
 
-  kill(): void {
+  /** Ends the process (the user can only be removed once none of its processes runs). */
+  async stop(): Promise<void> {
+    Stranger.started.delete(this)
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    const exited = new Promise((resolve) => this.child.once("exit", resolve))
     this.child.kill("SIGKILL")
+    await exited
   }
 }
 
 const CREATIONS = 20
 
-describe.each(["garbage", "waits"] as const)("gloo, while a stranger that %s connects to every listening port of both ranks", (mode) => {
+describe.each([
+  ["sends garbage", "garbage"],
+  ["connects and waits", "waits"],
+] as const)("gloo, while a stranger that %s, at every listening port of both ranks", (_what, mode) => {
   it(`all ${CREATIONS} group creations connect and carry their bytes, and every stranger's connection is closed`, async () => {
     const stranger = Stranger.start(mode)
     const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
     try {
       let connected = 0
       let dropped = 0
+      const failures = new Set<string>()
       for (let i = 0; i < CREATIONS; i++) {
         const blobs = await Promise.all(peers.map((p, rank) => p.call<Uint8Array>("create", { rank, size: 2, timeoutMs: 2000 })))
         // Each rank's pair listens on a port of its own until its peer connects: the stranger comes first.
@@ -155,15 +180,17 @@ describe.each(["garbage", "waits"] as const)("gloo, while a stranger that %s con
           ])
           expect(await peers[1].call("digest", { name: `${name}/in` })).toBe(await peers[0].call("digest", { name }))
           connected++
+        } else {
+          failures.add(outcome)
         }
-        if (await stranger.printedWithin(ids.map((id) => `closed ${id}`), 1000)) dropped++
+        if (await stranger.closedWithin(ids, 1000)) dropped++
         expect(peers.flatMap((p) => listeningSockets(p.child.pid!))).toEqual([])
         await Promise.all(peers.map((p) => p.call("destroy")))
       }
-      expect({ connected, dropped }).toEqual({ connected: CREATIONS, dropped: CREATIONS })
+      expect({ connected, dropped, failures: [...failures] }).toEqual({ connected: CREATIONS, dropped: CREATIONS, failures: [] })
     } finally {
       for (const p of peers) p.kill()
-      stranger.kill()
+      await stranger.stop()
     }
   })
 })
@@ -175,7 +202,7 @@ describe("gloo, when the peer never comes", () => {
     try {
       // A connect timeout of 200 ms: gloo, and the guard, wait five times that for a peer.
       const blobs = await Promise.all(peers.map((p, rank) => p.call<Uint8Array>("create", { rank, size: 2, timeoutMs: 200 })))
-      const ports = blobs.map((b) => portAt(b).getUint16(0))
+      const ports = peers.map((p) => listeningSockets(p.child.pid!)[0].port)
       const listener = glooOrder(ports[0]) < glooOrder(ports[1]) ? 0 : 1
       const id = await stranger.connect(ports[listener])
       const started = Date.now()
@@ -183,19 +210,13 @@ describe("gloo, when the peer never comes", () => {
       expect(failure.code).toBe("timeout")
       expect(failure.message).toMatch(/rank \d did not connect and prove the group's secret within the connect timeout; 1 other connections to the pair's port were closed/)
       expect(Date.now() - started).toBeLessThan(5_000)
-      await stranger.printed(`closed ${id}`)
+      await stranger.closed(id)
     } finally {
       for (const p of peers) p.kill()
-      stranger.kill()
+      await stranger.stop()
     }
   })
 })
-
-/** A rank's blob (AddressBlob.h): 20 bytes of header, the secret, then per peer its rank, length and gloo TCP address. */
-const addressAt = (blob: Uint8Array): number => 20 + new DataView(blob.buffer, blob.byteOffset).getUint32(16, true) + 8
-const portAt = (blob: Uint8Array): DataView => new DataView(blob.buffer, blob.byteOffset + addressAt(blob) + 2, 2)
-/** How gloo orders two ports of one host: the port's two bytes as stored (network order), read as one number. */
-const glooOrder = (port: number): number => ((port & 0xff) << 8) | (port >> 8)
 
 describe("gloo, against a stranger that took the peer's port", () => {
   it("the connecting rank refuses it, even when it echoes the rank's own proof back", async () => {
@@ -214,7 +235,7 @@ describe("gloo, against a stranger that took the peer's port", () => {
       expect(failure.message).toMatch(/the process listening for rank 0 did not prove the group's secret/)
     } finally {
       for (const p of peers) p.kill()
-      stranger.kill()
+      await stranger.stop()
     }
   })
 })
