@@ -102,7 +102,7 @@ class Stranger {
 
   static start(mode: "garbage" | "waits" | "echo"): Stranger {
     const source = fs.readFileSync(new URL("./fixtures/stranger.mjs", import.meta.url), "utf8")
-    const stranger = new Stranger(spawn(process.execPath, ["--input-type=module", "-e", source, mode], { uid, gid, stdio: ["pipe", "pipe", "inherit"] }))
+    const stranger = new Stranger(spawn(process.execPath, ["--input-type=module", "-e", source, mode], { uid, gid, cwd: "/", stdio: ["pipe", "pipe", "inherit"] }))
     Stranger.started.add(stranger)
     return stranger
   }
