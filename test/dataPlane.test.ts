@@ -147,16 +147,26 @@ class Stranger {
   }
 }
 
+/** Runs `body` with a stranger and two gloo ranks in child processes (the addon alone), and ends them all after. */
+const withStranger = async (mode: "garbage" | "waits" | "echo", body: (stranger: Stranger, peers: ReadonlyArray<Peer>) => Promise<void>) => {
+  const stranger = Stranger.start(mode)
+  const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
+  try {
+    await body(stranger, peers)
+  } finally {
+    for (const p of peers) p.kill()
+    await stranger.stop()
+  }
+}
+
 const CREATIONS = 20
 
 describe.each([
   ["sends garbage", "garbage"],
   ["connects and waits", "waits"],
 ] as const)("gloo, while a stranger that %s, at every listening port of both ranks", (_what, mode) => {
-  it(`all ${CREATIONS} group creations connect and carry their bytes, and every stranger's connection is closed`, async () => {
-    const stranger = Stranger.start(mode)
-    const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
-    try {
+  it(`all ${CREATIONS} group creations connect and carry their bytes, and every stranger's connection is closed`, () =>
+    withStranger(mode, async (stranger, peers) => {
       let connected = 0
       let dropped = 0
       const failures = new Set<string>()
@@ -188,18 +198,12 @@ describe.each([
         await Promise.all(peers.map((p) => p.call("destroy")))
       }
       expect({ connected, dropped, failures: [...failures] }).toEqual({ connected: CREATIONS, dropped: CREATIONS, failures: [] })
-    } finally {
-      for (const p of peers) p.kill()
-      await stranger.stop()
-    }
-  })
+    }))
 })
 
 describe("gloo, when the peer never comes", () => {
-  it("the listening rank closes a stranger that waits, and fails at the connect timeout instead of taking it for its peer", async () => {
-    const stranger = Stranger.start("waits")
-    const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
-    try {
+  it("the listening rank closes a stranger that waits, and fails at the connect timeout instead of taking it for its peer", () =>
+    withStranger("waits", async (stranger, peers) => {
       // A connect timeout of 200 ms: gloo, and the guard, wait five times that for a peer.
       const blobs = await Promise.all(peers.map((p, rank) => p.call<Uint8Array>("create", { rank, size: 2, timeoutMs: 200 })))
       const ports = peers.map((p) => listeningSockets(p.child.pid!)[0].port)
@@ -211,18 +215,12 @@ describe("gloo, when the peer never comes", () => {
       expect(failure.message).toMatch(/rank \d did not connect and prove the group's secret within the connect timeout; 1 other connections to the pair's port were closed/)
       expect(Date.now() - started).toBeLessThan(5_000)
       await stranger.closed(id)
-    } finally {
-      for (const p of peers) p.kill()
-      await stranger.stop()
-    }
-  })
+    }))
 })
 
 describe("gloo, against a stranger that took the peer's port", () => {
-  it("the connecting rank refuses it, even when it echoes the rank's own proof back", async () => {
-    const stranger = Stranger.start("echo")
-    const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
-    try {
+  it("the connecting rank refuses it, even when it echoes the rank's own proof back", () =>
+    withStranger("echo", async (stranger, peers) => {
       const fake = await stranger.echoPort()
       const blobs = await Promise.all(peers.map((p, rank) => p.call<Uint8Array>("create", { rank, size: 2, timeoutMs: 2000 })))
       // Rank 0's address for rank 1 now names the stranger's port, which sorts below rank 1's own:
@@ -233,11 +231,7 @@ describe("gloo, against a stranger that took the peer's port", () => {
       const failure = await failureOf(peers[1].call("connect", { blobs: [forged, blobs[1]] }))
       expect(failure.code).toBe("protocol")
       expect(failure.message).toMatch(/the process listening for rank 0 did not prove the group's secret/)
-    } finally {
-      for (const p of peers) p.kill()
-      await stranger.stop()
-    }
-  })
+    }))
 })
 
 describe("NIXL", () => {
