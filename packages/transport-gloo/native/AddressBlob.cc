@@ -1,6 +1,7 @@
 #include "AddressBlob.h"
 
 #include "Failure.h"
+#include "PairGuard.h"
 
 #include <gloo/transport/tcp/address.h>
 
@@ -35,12 +36,14 @@ uint32_t read32(const uint8_t* data, size_t length, size_t& offset, int owner, c
 
 }  // namespace
 
-std::vector<uint8_t> AddressBlob::pack(int rank, int size, const std::vector<std::vector<char>>& addresses) {
+std::vector<uint8_t> AddressBlob::pack(int rank, int size, const std::vector<uint8_t>& secret, const std::vector<std::vector<char>>& addresses) {
   std::vector<uint8_t> out;
   put32(out, kMagic);
   put32(out, kVersion);
   put32(out, static_cast<uint32_t>(rank));
   put32(out, static_cast<uint32_t>(size));
+  put32(out, static_cast<uint32_t>(secret.size()));
+  out.insert(out.end(), secret.begin(), secret.end());
   for (int peer = 0; peer < size; peer++) {
     if (peer == rank) continue;
     put32(out, static_cast<uint32_t>(peer));
@@ -50,7 +53,7 @@ std::vector<uint8_t> AddressBlob::pack(int rank, int size, const std::vector<std
   return out;
 }
 
-std::vector<char> AddressBlob::addressFor(const uint8_t* data, size_t length, int owner, int size, int reader) {
+AddressBlob::Contents AddressBlob::read(const uint8_t* data, size_t length, int owner, int size, int reader) {
   size_t offset = 0;
   const auto u32 = [&](const char* what) { return read32(data, length, offset, owner, what); };
   if (u32("magic") != kMagic) fail(owner, "bad magic (not a tensorlane gloo blob)");
@@ -62,7 +65,16 @@ std::vector<char> AddressBlob::addressFor(const uint8_t* data, size_t length, in
   if (worldSize != static_cast<uint32_t>(size)) {
     fail(owner, "world size " + std::to_string(worldSize) + ", the group has " + std::to_string(size));
   }
-  std::vector<char> mine;
+  const uint32_t secretBytes = u32("secret length");
+  const uint32_t expectedSecret = owner == 0 ? PairGuard::kSecretBytes : 0;
+  if (secretBytes != expectedSecret) {
+    fail(owner, "a secret of " + std::to_string(secretBytes) + " bytes (the blob of rank " + std::to_string(owner) + " carries " +
+                    std::to_string(expectedSecret) + ")");
+  }
+  need(length, offset, secretBytes, owner, "secret");
+  Contents contents{{}, std::vector<uint8_t>(data + offset, data + offset + secretBytes)};
+  offset += secretBytes;
+  std::vector<char>& mine = contents.address;
   for (int peer = 0; peer < size; peer++) {
     if (peer == owner) continue;
     const uint32_t listed = u32("peer rank");
@@ -84,7 +96,7 @@ std::vector<char> AddressBlob::addressFor(const uint8_t* data, size_t length, in
   }
   const int family = gloo::transport::tcp::Address(mine).getSockaddr().ss_family;
   if (family != AF_INET && family != AF_INET6) fail(owner, "address family " + std::to_string(family) + " for rank " + std::to_string(reader));
-  return mine;
+  return contents;
 }
 
 }  // namespace tlgloo

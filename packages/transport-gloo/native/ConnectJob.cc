@@ -2,12 +2,12 @@
 
 namespace tlgloo {
 
-ConnectJob::ConnectJob(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<std::vector<char>> addresses)
+ConnectJob::ConnectJob(Napi::Env env, std::shared_ptr<GroupState> group, GroupState::Rendezvous rendezvous)
     // The connect timeout is the context's own; the job's deadline is unused.
-    : Job(env, std::move(group), {}, std::chrono::milliseconds(0)), addresses_(std::move(addresses)) {}
+    : Job(env, std::move(group), {}, std::chrono::milliseconds(0)), rendezvous_(std::move(rendezvous)) {}
 
 void ConnectJob::run() {
-  group().connect(addresses_);
+  group().connect(rendezvous_);
 }
 
 }  // namespace tlgloo

@@ -2,20 +2,18 @@
 
 #include "Job.h"
 
-#include <vector>
-
 namespace tlgloo {
 
-// Connects every pair of a group to the addresses its peers made for this rank.
+// Connects every pair of a group to the address its peer made for this rank, each end proving itself.
 class ConnectJob : public Job {
  public:
-  ConnectJob(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<std::vector<char>> addresses);
+  ConnectJob(Napi::Env env, std::shared_ptr<GroupState> group, GroupState::Rendezvous rendezvous);
 
  protected:
   void run() override;
 
  private:
-  std::vector<std::vector<char>> addresses_;
+  const GroupState::Rendezvous rendezvous_;
 };
 
 }  // namespace tlgloo

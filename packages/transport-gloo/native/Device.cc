@@ -1,6 +1,7 @@
 #include "Device.h"
 
 #include "Failure.h"
+#include "PairGuard.h"
 #include "Settings.h"
 
 #include <gloo/transport/tcp/device.h>
@@ -125,6 +126,8 @@ std::shared_ptr<gloo::transport::Device> Device::shared(std::optional<RankShare>
   static std::shared_ptr<gloo::transport::Device> device;
   std::lock_guard<std::mutex> lock(mutex);
   if (device == nullptr) {
+    // Before the device's loop thread exists: it calls through the imports the guard redirects.
+    PairGuard::install();
     gloo::transport::tcp::attr attr;
     attr.hostname = host();
     attr.ai_family = AF_UNSPEC;

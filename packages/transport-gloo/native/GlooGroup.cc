@@ -163,7 +163,7 @@ Napi::Value GlooGroup::Connect(const Napi::CallbackInfo& info) {
       Napi::Uint8Array bytes = item.As<Napi::Uint8Array>();
       blobs.emplace_back(bytes.Data(), bytes.Data() + bytes.ByteLength());
     }
-    auto job = std::make_shared<ConnectJob>(info.Env(), state_, state_->peerAddresses(blobs));
+    auto job = std::make_shared<ConnectJob>(info.Env(), state_, state_->rendezvous(blobs));
     return job->start(info.Env()).Get("promise");
   });
 }

@@ -17,34 +17,43 @@ GroupState::GroupState(napi_env owner, int rank, int size, std::chrono::millisec
       rank_(rank),
       size_(size),
       context_(std::make_shared<ExtContext>(rank, size, connectTimeout)),
+      secret_(rank == 0 ? PairGuard::newSecret() : std::vector<uint8_t>()),
       sendBufferBytes_(SendBuffer::configured()) {
   const auto share = deviceCpusByRank ? std::optional<RankShare>(RankShare{rank, size}) : std::nullopt;
-  blob_ = AddressBlob::pack(rank, size, context_->createPairs(Device::shared(share)));
+  blob_ = AddressBlob::pack(rank, size, secret_, context_->createPairs(Device::shared(share)));
 }
 
-std::vector<std::vector<char>> GroupState::peerAddresses(const std::vector<std::vector<uint8_t>>& blobs) const {
+GroupState::Rendezvous GroupState::rendezvous(const std::vector<std::vector<uint8_t>>& blobs) const {
   if (blobs.size() != static_cast<size_t>(size_)) {
     throw Failure(Failure::Kind::Protocol, "the all-gather returned " + std::to_string(blobs.size()) + " address blobs for a group of " +
                                                std::to_string(size_));
   }
-  std::vector<std::vector<char>> addresses(size_);
+  Rendezvous rendezvous{std::vector<std::vector<char>>(size_), std::vector<PairProofs>(size_)};
+  std::vector<uint8_t> secret = secret_;
   for (int owner = 0; owner < size_; owner++) {
     if (owner == rank_) continue;
-    addresses[owner] = AddressBlob::addressFor(blobs[owner].data(), blobs[owner].size(), owner, size_, rank_);
+    AddressBlob::Contents contents = AddressBlob::read(blobs[owner].data(), blobs[owner].size(), owner, size_, rank_);
+    rendezvous.addresses[owner] = std::move(contents.address);
+    if (owner == 0) secret = std::move(contents.secret);
   }
-  return addresses;
+  for (int peer = 0; peer < size_; peer++) {
+    if (peer != rank_) rendezvous.proofs[peer] = PairGuard::proofs(secret, rank_, peer);
+  }
+  return rendezvous;
 }
 
-void GroupState::connect(const std::vector<std::vector<char>>& addresses) {
+void GroupState::connect(const Rendezvous& rendezvous) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (phase_ == Phase::Closed) throw Failure(Failure::Kind::Closed, "the group was destroyed before it connected");
     if (phase_ != Phase::Created) throw Failure(Failure::Kind::Usage, "connect() was called twice");
     phase_ = Phase::Connecting;
   }
+  // gloo's own bound on waiting for a peer to connect (tcp::Pair::waitUntilConnected).
+  const Deadline deadline = std::chrono::steady_clock::now() + 5 * context_->getTimeout();
   try {
     for (int peer = 0; peer < size_; peer++) {
-      if (peer != rank_) context_->connectPeer(peer, addresses[peer]);
+      if (peer != rank_) context_->connectPeer(peer, rendezvous.addresses[peer], rendezvous.proofs[peer], deadline);
     }
   } catch (const std::exception& e) {
     ExtContext::park(context_);
@@ -54,8 +63,10 @@ void GroupState::connect(const std::vector<std::vector<char>>& addresses) {
     }
     const std::string reason = std::string("connecting the gloo pairs failed: ") + e.what();
     markBroken(reason);
+    // The guard's failures say what they are; gloo's only in words.
+    const auto* failure = dynamic_cast<const Failure*>(&e);
     const bool timedOut = std::string(e.what()).find("timeout") != std::string::npos;
-    throw Failure(timedOut ? Failure::Kind::Timeout : Failure::Kind::Io, reason);
+    throw Failure(failure != nullptr ? failure->kind() : timedOut ? Failure::Kind::Timeout : Failure::Kind::Io, reason);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ == Phase::Closed) {

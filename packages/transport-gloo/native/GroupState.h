@@ -40,13 +40,20 @@ class GroupState {
   // This rank's contribution to the all-gather (see AddressBlob).
   const std::vector<uint8_t>& blob() const { return blob_; }
 
-  // JS thread: the address each peer made for this rank, from every rank's blob; Failure(Protocol)
-  // for a malformed one.
-  std::vector<std::vector<char>> peerAddresses(const std::vector<std::vector<uint8_t>>& blobs) const;
+  // What connecting takes from the all-gather, by peer rank: the address the peer made for this
+  // rank, and what the two ends of that pair prove to each other (from rank 0's secret).
+  struct Rendezvous {
+    std::vector<std::vector<char>> addresses;
+    std::vector<PairProofs> proofs;
+  };
 
-  // Native thread: connects every pair (blocking), then sizes the send buffer of the sockets to
+  // JS thread: the rendezvous from every rank's blob; Failure(Protocol) for a malformed one.
+  Rendezvous rendezvous(const std::vector<std::vector<uint8_t>>& blobs) const;
+
+  // Native thread: connects every pair (blocking; each waits for its own peer, and drops strangers,
+  // up to five times the connect timeout in all), then sizes the send buffer of the sockets to
   // peers on this host (SendBuffer). Failure(Closed) when the group is destroyed meanwhile.
-  void connect(const std::vector<std::vector<char>>& addresses);
+  void connect(const Rendezvous& rendezvous);
 
   // The send buffer the kernel gives the socket to each peer, by rank (-1 for this rank); empty
   // unless connected and not yet destroyed.
@@ -88,6 +95,8 @@ class GroupState {
   const int rank_;
   const int size_;
   std::shared_ptr<ExtContext> context_;
+  // The group's secret, made by rank 0 (empty on the other ranks, which read it from rank 0's blob).
+  const std::vector<uint8_t> secret_;
   std::vector<uint8_t> blob_;
   // What connect() asks of the sockets to peers on this host; nullopt: the kernel decides.
   const std::optional<int> sendBufferBytes_;

@@ -47,6 +47,20 @@ bool sameEndpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
   return sameHost(a, b) && portOf(a) == portOf(b);
 }
 
+bool listensFor(const sockaddr_storage& self, const sockaddr_storage& peer) {
+  if (self.ss_family != peer.ss_family) return false;
+  int order = 0;
+  if (self.ss_family == AF_INET) {
+    order = std::memcmp(&reinterpret_cast<const sockaddr_in&>(self).sin_addr, &reinterpret_cast<const sockaddr_in&>(peer).sin_addr, sizeof(in_addr));
+  } else if (self.ss_family == AF_INET6) {
+    order = std::memcmp(&reinterpret_cast<const sockaddr_in6&>(self).sin6_addr, &reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr,
+                        sizeof(in6_addr));
+  } else {
+    return false;
+  }
+  return order < 0 || (order == 0 && portOf(self) < portOf(peer));
+}
+
 std::vector<int> connectedSocketsAt(const std::vector<sockaddr_storage>& locals) {
   std::vector<int> found(locals.size(), -1);
   DIR* dir = opendir("/proc/self/fd");

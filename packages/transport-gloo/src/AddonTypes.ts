@@ -35,9 +35,17 @@ export interface NativeGroup {
    * kernel reports doubled; sockets to other hosts keep the kernel's own.
    */
   readonly sendBuffers: ReadonlyArray<number | undefined>
-  /** This rank's blob for the all-gather: the address of each of its pairs. */
+  /**
+   * This rank's blob for the all-gather: the address of each of its pairs, and on rank 0 the group's
+   * secret, which every member needs and nobody else may see.
+   */
   address(): Uint8Array
-  /** Connects every pair with every rank's blob (by rank); throws code "protocol" for a malformed blob. */
+  /**
+   * Connects every pair with every rank's blob (by rank), each end proving the group's secret; a
+   * connection that does not is closed and the pair waits on for its peer. Throws code "protocol"
+   * for a malformed blob, rejects with "protocol" when the process listening for a peer does not
+   * prove it, "timeout" when a peer did not connect within five times the connect timeout.
+   */
   connect(blobs: ReadonlyArray<Uint8Array>): Promise<void>
   /** Sends every buffer to `peer` under slots derived from `objectId`. */
   send(peer: number, objectId: string, buffers: ReadonlyArray<Uint8Array>, timeoutMs: number): NativeOperation

@@ -47,8 +47,9 @@ const waitTimeoutMs = (): number => {
 }
 
 /**
- * gloo waits up to 5x its context timeout for the passive side of a connection, and the active
- * side only needs the peer's always-listening device: a fifth of the group's timeout bounds both.
+ * Connecting a group waits up to 5x the context timeout in all for the peers of its pairs (gloo's
+ * own bound for a pair's listening side, which the addon applies to the whole connect): a fifth of
+ * the group's timeout bounds it.
  */
 const contextTimeoutMs = (setupTimeoutMs: number): number =>
   Math.max(1000, (Number.isFinite(setupTimeoutMs) && setupTimeoutMs > 0 ? setupTimeoutMs : DEFAULT_CONNECT_TIMEOUT_MS) / 5)

@@ -252,8 +252,8 @@ describe("collectives", () => {
 describe("malformed address blobs", () => {
   const addon = createRequire(import.meta.url)(fileURLToPath(new URL("../build/Release/tensorlane_gloo.node", import.meta.url))) as GlooAddon
 
-  const attempt = (blobs: ReadonlyArray<unknown>) => {
-    const group = new addon.Group(0, 2, 2000)
+  const attempt = (blobs: ReadonlyArray<unknown>, rank = 0) => {
+    const group = new addon.Group(rank, 2, 2000)
     try {
       group.connect(blobs as ReadonlyArray<Uint8Array>)
       return undefined
@@ -269,8 +269,9 @@ describe("malformed address blobs", () => {
     const good = other.address()
     other.destroy()
     const mine = new addon.Group(0, 2, 2000).address()
-    const patched = (offset: number, value: number) => {
-      const b = good.slice()
+    // Rank 1's blob: magic, version, rank, world size, secret length (0), then its entry for rank 0 at 20.
+    const patched = (offset: number, value: number, blob = good) => {
+      const b = blob.slice()
       new DataView(b.buffer).setUint32(offset, value, true)
       return b
     }
@@ -281,17 +282,43 @@ describe("malformed address blobs", () => {
       "bad magic": [mine, patched(0, 0xdeadbeef)],
       "wrong rank": [mine, patched(8, 0)],
       "wrong world size": [mine, patched(12, 3)],
-      "entry for another rank": [mine, patched(16, 1)],
-      "huge address length": [mine, patched(20, 0xffffffff)],
-      "short address length": [mine, patched(20, 8)],
+      "entry for another rank": [mine, patched(20, 1)],
+      "huge address length": [mine, patched(24, 0xffffffff)],
+      "short address length": [mine, patched(24, 8)],
       truncated: [mine, good.subarray(0, good.length - 1)],
       "trailing bytes": [mine, Uint8Array.from([...good, 0])],
-      "bad address family": [mine, (() => { const b = good.slice(); b[24] = 0x7f; b[25] = 0; return b })()],
+      "bad address family": [mine, (() => { const b = good.slice(); b[28] = 0x7f; b[29] = 0; return b })()],
     }
     for (const [what, blobs] of Object.entries(cases)) {
       const error = attempt(blobs)
       expect(error?.code, what).toBe("protocol")
       expect(error?.message, what).toMatch(/address blob|blobs/)
+    }
+  })
+
+  it("takes the group's secret from rank 0's blob only, and refuses a blob whose secret is not where it belongs", () => {
+    const rank1 = new addon.Group(1, 2, 2000)
+    const theirs = rank1.address()
+    rank1.destroy()
+    const rank0 = new addon.Group(0, 2, 2000)
+    const zeros = rank0.address()
+    rank0.destroy()
+    const secretLength = (blob: Uint8Array) => new DataView(blob.buffer, blob.byteOffset).getUint32(16, true)
+    expect([secretLength(zeros), secretLength(theirs)]).toEqual([32, 0])
+    const withSecretLength = (blob: Uint8Array, bytes: number) => {
+      const b = blob.slice()
+      new DataView(b.buffer).setUint32(16, bytes, true)
+      return b
+    }
+    const cases: Record<string, [ReadonlyArray<unknown>, number]> = {
+      "a secret from rank 1": [[zeros, withSecretLength(theirs, 32)], 0],
+      "rank 0 without its secret": [[withSecretLength(zeros, 0), theirs], 1],
+      "rank 0 with a short secret": [[withSecretLength(zeros, 16), theirs], 1],
+    }
+    for (const [what, [blobs, rank]] of Object.entries(cases)) {
+      const error = attempt(blobs, rank)
+      expect(error?.code, what).toBe("protocol")
+      expect(error?.message, what).toMatch(/address blob from rank \d: a secret of \d+ bytes \(the blob of rank \d carries (0|32)\)/)
     }
   })
 })

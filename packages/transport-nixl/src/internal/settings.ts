@@ -9,6 +9,7 @@
  *   UCX_MODULES                      defaults to "^ib" (see below); UCX_TLS etc. pass through
  *   UCX_MEM_MMAP_HOOK_MODE           defaults to "reloc" (see below)
  *   UCX_LOG_FILE                     defaults to "stderr" (see below)
+ *   UCX_NET_DEVICES                  defaults to "lo" (see below)
  */
 
 /**
@@ -26,7 +27,17 @@
  * UCX writes its warnings to stdout unless told otherwise, into the output of the user's program (a
  * JSON report, say); diagnostics belong on stderr.
  */
-export const DEFAULT_ENV: Readonly<Record<string, string>> = { UCX_MODULES: "^ib", UCX_MEM_MMAP_HOOK_MODE: "reloc", UCX_LOG_FILE: "stderr" }
+/*
+ * UCX's tcp transport listens on every network interface it may use, the machine's external ones
+ * included, and accepts whoever connects. The actors of a cluster run on one host, so they need
+ * loopback only; for peers on other hosts, name their interface(s) in UCX_NET_DEVICES (README).
+ */
+export const DEFAULT_ENV: Readonly<Record<string, string>> = {
+  UCX_MODULES: "^ib",
+  UCX_MEM_MMAP_HOOK_MODE: "reloc",
+  UCX_LOG_FILE: "stderr",
+  UCX_NET_DEVICES: "lo",
+}
 
 // The main thread's process.env is the real environment: actor processes spawned from here
 // inherit the default too. Worker threads only see a copy, which is why the addon sets the same
