@@ -3,10 +3,8 @@
  * reference counts), resolves refs, and manages collective groups. This is the Promise face; the
  * Effect face (`TensorlaneCluster`) wraps the same object.
  */
-import { type ChildProcess, spawn as spawnProcess } from "node:child_process"
-import * as fs from "node:fs"
+import { type ChildProcess, spawn as spawnProcess, spawnSync } from "node:child_process"
 import { createRequire } from "node:module"
-import * as os from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Tracer from "effect/Tracer"
@@ -27,6 +25,7 @@ import { ObjectRef, type RefTracker } from "./ObjectRef.js"
 import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
+import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { Connection, connect } from "./internal/connection.js"
 import {
   type ActorInspection,
@@ -139,6 +138,22 @@ const typeScriptFlags = (moduleUrl: string): Array<string> => {
   }
 }
 
+let launcher: ReadonlyArray<string> | undefined
+
+/**
+ * What actor processes start under: Linux's parent-death signal, set by util-linux's setpriv before
+ * it runs Node, kills an actor the moment its driver dies, even a stopped one (which runs no code, so
+ * its own lifeline cannot end it). Where setpriv is missing only the lifeline ends actors.
+ */
+const deathSignalLauncher = (): ReadonlyArray<string> => {
+  if (launcher === undefined) {
+    const prefix = ["setpriv", "--pdeathsig", "KILL", "--"]
+    const probe = process.platform === "linux" ? spawnSync(prefix[0], [...prefix.slice(1), process.execPath, "--version"], { stdio: "ignore" }) : undefined
+    launcher = probe?.status === 0 ? prefix : []
+  }
+  return launcher
+}
+
 export class Cluster implements AsyncDisposable {
   private readonly directory: ObjectDirectory
   private readonly actors = new Map<string, ActorRecord>()
@@ -179,12 +194,12 @@ export class Cluster implements AsyncDisposable {
     const transports = await loadTransports(specifiers, {
       fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
     })
-    const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-"))
+    const dir = createClusterDir()
     const agent = await AgentClient.start(
       { processId: "driver", address: join(dir, "driver.sock"), transports: specifiers, parentPid: undefined },
       () => undefined,
     ).catch((error) => {
-      fs.rmSync(dir, { recursive: true, force: true })
+      removeClusterDir(dir)
       throw error
     })
     return new Cluster(
@@ -241,7 +256,8 @@ export class Cluster implements AsyncDisposable {
     this.nextActor.set(definition.name, n + 1)
     const id = `${definition.name}-${n}`
     // --expose-gc lets the host allocator trade a cheap collection for 64 MiB of page faults (Allocator.ts).
-    const child = spawnProcess(process.execPath, [...flags, "--expose-gc", actorMainPath], {
+    const [command, ...args] = [...deathSignalLauncher(), process.execPath, ...flags, "--expose-gc", actorMainPath]
+    const child = spawnProcess(command!, args, {
       stdio: ["ignore", "inherit", "inherit", "pipe"],
       env: { ...process.env, ...env },
     })
@@ -923,7 +939,7 @@ export class Cluster implements AsyncDisposable {
       ),
     )
     await this.runtime.close()
-    fs.rmSync(this.dir, { recursive: true, force: true })
+    removeClusterDir(this.dir)
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
