@@ -39,10 +39,11 @@ import {
 } from "./internal/messages.js"
 import { GatherRounds, type GatherReply } from "./internal/gatherRounds.js"
 import { type Entry, ObjectDirectory } from "./internal/objectDirectory.js"
-import { ProcessRuntime } from "./internal/processRuntime.js"
+import { ProcessRuntime, SHUTDOWN_GRACE_MS } from "./internal/processRuntime.js"
 import { tensorMeta } from "./internal/tensorMeta.js"
 import { loadTransports, normalizeSpecifier, objectStoreName, unknownTransport } from "./internal/transportRegistry.js"
 import { encodeValue } from "./internal/valueCodec.js"
+import { settledWithin } from "./internal/waits.js"
 import { fromWireError, toWireError } from "./internal/wireError.js"
 
 export interface StartOptions {
@@ -93,7 +94,6 @@ export interface ClusterInspection {
 type Unref<T> = T extends ObjectRef<infer V> ? V : never
 
 const DEFAULT_TRANSFER_TIMEOUT_MS = 120_000
-const SHUTDOWN_GRACE_MS = 2_000
 /** How long a closed control socket waits for the process exit status that explains it. */
 const EXIT_STATUS_WAIT_MS = 250
 
@@ -925,18 +925,19 @@ export class Cluster implements AsyncDisposable {
     return { objects: [...this.directory.values()].map((e) => e.id), groups: [...this.groups.keys()], processes, unresponsive }
   }
 
-  /** Stops every actor process and the driver's agent. Idempotent. */
+  /** Stops every actor process and the driver's agent; each first finishes the releases it has under way. Idempotent. */
   async shutdown(): Promise<void> {
     if (this.closed) return
     this.closed = true
     const records = [...this.actors.values()]
     for (const r of records) if (r.alive) r.control.send({ _tag: "Shutdown" } satisfies ToActor)
     await Promise.all(
-      records.map((r) =>
-        Promise.race([r.exited, new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref())]).then(() => {
-          if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGKILL")
-        }),
-      ),
+      records.map(async (r) => {
+        await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
+        if (r.child.exitCode !== null || r.child.signalCode !== null) return
+        r.child.kill("SIGKILL")
+        await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
+      }),
     )
     await this.runtime.close()
     removeClusterDir(this.dir)

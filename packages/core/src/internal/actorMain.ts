@@ -21,13 +21,18 @@ import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decod
 import { ProcessRuntime, type Resolved, quarantine, tensorsFromBytes } from "./processRuntime.js"
 import { validateMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName } from "./transportRegistry.js"
+import { settledWithin } from "./waits.js"
 import { decodeValue } from "./valueCodec.js"
 import { fromWireError, toWireError } from "./wireError.js"
 
 type Call = Extract<ToActor, { _tag: "Call" }>
 type Init = Extract<ToActor, { _tag: "Init" }>
 
-/** How long a call waits for the frees that arrived before it (a release normally takes well under 1 ms). */
+/**
+ * How long a call waits for the frees that arrived before it (a release normally takes well under
+ * 1 ms): a loop that releases a result and asks for the next then recycles the freed memory, where
+ * allocating beside it costs page faults.
+ */
 const SETTLE_FREES_MS = 20
 /**
  * A free usually comes just before the next call (a loop releases a result and asks again): its memory
@@ -165,15 +170,12 @@ class Actor {
         this.queue.push({ call: message, body })
         this.pump()
         return
-      case "Free": {
-        const freeing = this.runtime.free(message.objectIds).then(
+      case "Free":
+        this.runtime.free(message.objectIds).then(
           () => this.recycleWhenIdle(IDLE_AFTER_FREE_MS),
           (error) => console.error("tensorlane: free failed:", error),
         )
-        this.freeing.add(freeing)
-        void freeing.finally(() => this.freeing.delete(freeing))
         return
-      }
       case "Resolved": {
         const waiter = this.resolving.get(message.reqId)
         this.resolving.delete(message.reqId)
@@ -227,8 +229,6 @@ class Actor {
 
   private recycleTimer: NodeJS.Timeout | undefined
   private recycleAt = 0
-  /** Frees waiting for the transfer agent to let go; their memory is reusable only once they end. */
-  private readonly freeing = new Set<Promise<void>>()
 
   /**
    * Memory the store dropped (a free, a call's received copies) is recycled while nothing runs, off
@@ -272,9 +272,9 @@ class Actor {
     try {
       const entry = methodOf(this.definition, call.method)
       if (entry === undefined) throw new TypeError(`actor ${this.definition.name} has no method "${call.method}"`)
-      const frees = [...this.freeing]
+      const frees = this.runtime.freesUnderWay
       const args = await this.arguments(call, body, transfers, received)
-      await this.settleFrees(frees)
+      await settledWithin(frees, SETTLE_FREES_MS)
       const value = await actorContext.run(this.context(transfers), () => entry.fn(this.state, ...args))
       const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
       const info = await this.runtime.produce(call.returnId, value, transport)
@@ -284,17 +284,6 @@ class Actor {
     } finally {
       for (const objectId of received) this.runtime.store.dropReceived(objectId)
     }
-  }
-
-  /**
-   * A call that arrives right after a free (a loop that releases a result and asks for the next) waits
-   * a little for it: the freed memory can then be recycled, where allocating beside it costs page faults.
-   */
-  private async settleFrees(frees: ReadonlyArray<Promise<void>>): Promise<void> {
-    if (frees.length === 0) return
-    let timer: NodeJS.Timeout | undefined
-    await Promise.race([Promise.all(frees), new Promise<void>((resolve) => (timer = setTimeout(resolve, SETTLE_FREES_MS)))])
-    clearTimeout(timer)
   }
 
   private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
