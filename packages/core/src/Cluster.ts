@@ -11,8 +11,10 @@ import * as Tracer from "effect/Tracer"
 import { type ActorDefinition, type ActorHandle, type CallOptions, methodOf } from "./Actor.js"
 import {
   ActorDiedError,
+  CancelledError,
   ClusterClosedError,
   GroupConflictError,
+  InvalidArgumentError,
   MissingGroupError,
   ObjectFreedError,
   ProtocolError,
@@ -25,6 +27,7 @@ import { ObjectRef, type RefTracker } from "./ObjectRef.js"
 import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
+import { checkTimeout } from "./internal/arguments.js"
 import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { Connection, connect } from "./internal/connection.js"
 import {
@@ -43,7 +46,7 @@ import { ProcessRuntime, SHUTDOWN_GRACE_MS } from "./internal/processRuntime.js"
 import { tensorMeta } from "./internal/tensorMeta.js"
 import { loadTransports, normalizeSpecifier, objectStoreName, unknownTransport } from "./internal/transportRegistry.js"
 import { encodeValue } from "./internal/valueCodec.js"
-import { settledWithin } from "./internal/waits.js"
+import { firstFailure, settledWithin } from "./internal/waits.js"
 import { fromWireError, toWireError } from "./internal/wireError.js"
 
 export interface StartOptions {
@@ -62,7 +65,14 @@ export interface StartOptions {
 }
 
 export interface SpawnOptions {
+  /** How many actors to start: an integer from 1 to 256 (default 1). */
   readonly count?: number
+  /**
+   * Limit for the actors of this call to be ready: process start, module import, transport loading
+   * and `init`, all of them together; default 60 000 ms. Past it `spawn` fails with TimeoutError,
+   * having ended every process it started.
+   */
+  readonly startTimeoutMs?: number
   /** Extra environment variables of the actor processes. */
   readonly env?: Readonly<Record<string, string>>
 }
@@ -94,6 +104,19 @@ export interface ClusterInspection {
 type Unref<T> = T extends ObjectRef<infer V> ? V : never
 
 const DEFAULT_TRANSFER_TIMEOUT_MS = 120_000
+/**
+ * An actor starts in about 0.3 s alone and 16 at once in 5 s on 2 cores; loading native transports
+ * and an `init` that loads data take longer. A minute leaves room for all of that on a loaded machine
+ * and still reports an `init` that hangs.
+ */
+const DEFAULT_START_TIMEOUT_MS = 60_000
+/**
+ * Every actor is a process of about 95 MiB before it holds any tensor: 256 of them take 24 GiB and
+ * minutes of CPU to start. One call that asks for more is far likelier a wrong number (a size, an
+ * index) than a plan, and would leave the driver starting processes for a long time; several calls
+ * start more.
+ */
+const MAX_SPAWN_COUNT = 256
 /** How long a closed control socket waits for the process exit status that explains it. */
 const EXIT_STATUS_WAIT_MS = 250
 
@@ -154,9 +177,22 @@ const deathSignalLauncher = (): ReadonlyArray<string> => {
   return launcher
 }
 
+const checkCount = (count: unknown): number => {
+  if (count === undefined) return 1
+  if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > MAX_SPAWN_COUNT) {
+    throw new InvalidArgumentError({
+      message: `count must be an integer from 1 to ${MAX_SPAWN_COUNT}, not ${String(count)}; start more actors with several spawn calls`,
+      argument: "count",
+    })
+  }
+  return count
+}
+
 export class Cluster implements AsyncDisposable {
   private readonly directory: ObjectDirectory
   private readonly actors = new Map<string, ActorRecord>()
+  /** Actors of spawn calls that have not returned: shutdown ends them too. */
+  private readonly starting = new Set<ActorRecord>()
   private readonly groups = new Map<string, GroupRecord>()
   private readonly inspections = new Map<number, { actor: string; resolve: (inspection: ActorInspection | undefined) => void }>()
   private readonly prefetches = new Map<number, { actor: string; resolve: () => void; reject: (e: Error) => void }>()
@@ -233,25 +269,53 @@ export class Cluster implements AsyncDisposable {
   /** Starts `count` actor processes of a definition (always an array). */
   async spawn<D extends ActorDefinition>(definition: D, options: SpawnOptions = {}): Promise<Array<ActorHandle<D>>> {
     this.ensureOpen()
+    const count = checkCount(options.count)
+    const startTimeoutMs = checkTimeout(options.startTimeoutMs, "startTimeoutMs") ?? DEFAULT_START_TIMEOUT_MS
     // Unknown transport names fail here, before any process starts.
     for (const name of Object.keys(definition.spec.methods as object)) {
       const transport = methodOf(definition, name)?.options.tensorTransport
       if (transport !== undefined) this.transport(transport)
     }
     const flags = [...this.options.execArgv, ...typeScriptFlags(definition.moduleUrl)]
-    const count = options.count ?? 1
-    const started = await Promise.allSettled(
-      Array.from({ length: count }, (_, index) => this.startActor(definition, index, flags, options.env ?? {})),
-    )
-    const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected")
-    if (failed !== undefined) {
-      for (const s of started) if (s.status === "fulfilled") s.value.child.kill("SIGKILL")
-      throw failed.reason
+    const starts = Array.from({ length: count }, (_, index) => this.startActor(definition, index, flags, options.env ?? {}))
+    const records = starts.map((s) => s.record)
+    const ready = new Set<ActorRecord>()
+    for (const s of starts) {
+      this.starting.add(s.record)
+      s.ready.then(() => ready.add(s.record)).catch(() => undefined)
     }
-    return started.map((s) => this.handle<D>((s as PromiseFulfilledResult<ActorRecord>).value))
+    const late = () => records.filter((r) => !ready.has(r)).map((r) => r.id)
+    const failure =
+      (await firstFailure(
+        starts.map((s) => s.ready),
+        startTimeoutMs,
+        () =>
+          new TimeoutError({
+            message: `${late().join(", ")} did not start within ${startTimeoutMs} ms (spawn's startTimeoutMs): an init that never resolves, or a machine too loaded to start ${count} actor${count === 1 ? "" : "s"} in time`,
+            timeoutMs: startTimeoutMs,
+          }),
+      )) ?? (this.closed ? closedWhileStarting(records) : undefined)
+    for (const r of records) this.starting.delete(r)
+    if (failure !== undefined) {
+      // None is handed out: every process of this call is gone before the failure is reported
+      // (unless the kernel holds one past the grace).
+      for (const r of records) r.child.kill("SIGKILL")
+      await settledWithin(
+        records.map((r) => r.exited),
+        SHUTDOWN_GRACE_MS,
+      )
+      throw failure
+    }
+    for (const r of records) this.actors.set(r.id, r)
+    return records.map((r) => this.handle<D>(r))
   }
 
-  private startActor(definition: ActorDefinition, index: number, flags: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<ActorRecord> {
+  private startActor(
+    definition: ActorDefinition,
+    index: number,
+    flags: ReadonlyArray<string>,
+    env: Readonly<Record<string, string>>,
+  ): { readonly record: ActorRecord; readonly ready: Promise<void> } {
     const n = this.nextActor.get(definition.name) ?? 0
     this.nextActor.set(definition.name, n + 1)
     const id = `${definition.name}-${n}`
@@ -261,8 +325,11 @@ export class Cluster implements AsyncDisposable {
       stdio: ["ignore", "inherit", "inherit", "pipe"],
       env: { ...process.env, ...env },
     })
-    return new Promise<ActorRecord>((resolve, reject) => {
+    let record!: ActorRecord
+    const whenReady = new Promise<void>((resolve, reject) => {
       let ready = false
+      const exitedWhileStarting = (how: string) =>
+        reject(this.closed ? closedWhileStarting([record]) : new ActorDiedError({ message: `actor ${id} exited while starting${how}`, actor: id }))
       const exited = new Promise<void>((done) => child.once("exit", () => done()))
       const control = new Connection(child.stdio[3] as import("node:net").Socket, {
         // An actor's messages to the driver never carry a body.
@@ -279,8 +346,7 @@ export class Cluster implements AsyncDisposable {
             if (message._tag === "Ready") {
               ready = true
               record.agentAddress = message.agentAddress
-              this.actors.set(id, record)
-              resolve(record)
+              resolve()
             } else if (message._tag === "InitFailed") {
               reject(fromWireError(message.error, { actor: id, method: "init" }))
               child.kill("SIGKILL")
@@ -290,12 +356,12 @@ export class Cluster implements AsyncDisposable {
           this.onActorMessage(record, message)
         },
         onClose: (error) => {
-          if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting${error ? `: ${error.message}` : ""}`, actor: id }))
+          if (!ready) exitedWhileStarting(error ? `: ${error.message}` : "")
           // A closed control socket usually means the process is gone: its exit status says why.
           else setTimeout(() => this.onActorDeath(record, error ?? new Error("its control connection closed")), EXIT_STATUS_WAIT_MS).unref()
         },
       })
-      const record: ActorRecord = {
+      record = {
         id,
         definition,
         child,
@@ -309,7 +375,7 @@ export class Cluster implements AsyncDisposable {
         exited,
       }
       child.once("exit", (code, signal) => {
-        if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting (code ${code}, signal ${signal})`, actor: id }))
+        if (!ready) exitedWhileStarting(` (code ${code}, signal ${signal})`)
         this.onActorDeath(record, undefined, code, signal)
       })
       control.send({
@@ -324,6 +390,7 @@ export class Cluster implements AsyncDisposable {
         transferTimeoutMs: this.options.transferTimeoutMs,
       } satisfies ToActor)
     })
+    return { record, ready: whenReady }
   }
 
   private handle<D extends ActorDefinition>(record: ActorRecord): ActorHandle<D> {
@@ -383,9 +450,15 @@ export class Cluster implements AsyncDisposable {
     }
     const callId = this.nextCall++
     const previous = record.dispatched
-    record.dispatched = (async () => {
-      await previous
-      const ready = await Promise.all(argEntries.map((e) => this.directory.wait(e, Infinity)))
+    // A call cancelled (or whose actor dies) before it is sent stops waiting at once, for the calls
+    // before it and for its arguments; the calls behind it still wait for those before it.
+    const ended = this.directory.wait(entry, Infinity)
+    const dispatch = (async () => {
+      await Promise.race([previous, ended])
+      const args = Promise.all(argEntries.map((e) => this.directory.wait(e, Infinity)))
+      await Promise.race([args, ended])
+      if (entry.state !== "pending") throw entry.error!
+      const ready = await args
       const failed = ready.find((e) => e.state === "failed")
       if (!record.alive) throw new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id })
       if (failed !== undefined) throw failed.error!
@@ -428,6 +501,7 @@ export class Cluster implements AsyncDisposable {
       .finally(() => {
         record.undispatched--
       })
+    record.dispatched = Promise.all([previous, dispatch]).then(() => undefined)
     return ref
   }
 
@@ -507,7 +581,10 @@ export class Cluster implements AsyncDisposable {
         if (call === undefined) return
         record.inFlight.delete(message.callId)
         for (const stat of message.transfers) this.recordTransfer(stat)
-        if (message.info !== undefined) this.directory.ready(call.entry, message.info)
+        if (call.entry.state !== "pending") {
+          // Cancelled while it ran: whatever it made is nobody's.
+          if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [message.info.objectId] } satisfies ToActor)
+        } else if (message.info !== undefined) this.directory.ready(call.entry, message.info)
         else this.directory.fail(call.entry, fromWireError(message.error!, { actor: record.id, method: call.method }))
         this.unpin(call.pinned)
         return
@@ -631,6 +708,39 @@ export class Cluster implements AsyncDisposable {
     }
     const producer = this.actors.get(entry.producer)
     if (producer?.alive) producer.control.send({ _tag: "Free", objectIds: [entry.id] } satisfies ToActor)
+  }
+
+  // ---- Ending actors and calls
+
+  /**
+   * Ends an actor at once (SIGKILL, Ray's `ray.kill`), however busy or stuck it is: its pending and
+   * later calls, and the objects it produced, fail with ActorDiedError as if it had died (small
+   * object-store values, whose bytes the driver holds, stay readable). The other actors go on.
+   * Resolves once the process is gone.
+   */
+  async kill(actor: { actorId: string }): Promise<void> {
+    this.ensureOpen()
+    const record = this.actorOf(actor)
+    this.onActorDeath(record, new Error("cluster.kill ended it"))
+    await record.exited
+  }
+
+  /**
+   * Cancels the call that makes `ref` (Ray's `ray.cancel`): its ref, and the calls that take it, fail
+   * with CancelledError at once. A call not yet running never runs (one receiving its arguments
+   * takes them in first: their producers are sending); a running call sees its `cancellationSignal()`
+   * abort, and what it returns anyway is freed. Only that call is cancelled: not the calls that make
+   * its arguments, nor its actor's other calls. A finished call (or a put) is left as it is.
+   */
+  cancel(ref: ObjectRef<unknown>): void {
+    this.ensureOpen()
+    if (ref.released) throw new ObjectFreedError({ message: `${ref} was released`, objectId: ref.id })
+    const entry = this.directory.get(ref.id)
+    if (entry?.state !== "pending") return
+    const record = this.actors.get(entry.producer)!
+    const sent = [...record.inFlight].find(([, call]) => call.entry === entry)
+    this.directory.fail(entry, new CancelledError({ message: `the call of ${record.id} that makes ${ref} was cancelled`, objectId: ref.id }))
+    if (sent !== undefined) record.control.send({ _tag: "Cancel", callId: sent[0] } satisfies ToActor)
   }
 
   // ---- Driver-side get and put
@@ -810,18 +920,11 @@ export class Cluster implements AsyncDisposable {
       ),
     )
     // The first failure ends the creation: the other members would wait in the rendezvous for ever.
-    let timer: NodeJS.Timeout | undefined
-    const failure = await Promise.race([
-      Promise.all(requests).then(() => undefined),
-      new Promise<unknown>((resolve) => requests.forEach((r) => r.catch(resolve))),
-      new Promise<unknown>((resolve) => {
-        timer = setTimeout(
-          () => resolve(new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs })),
-          timeoutMs,
-        )
-      }),
-    ])
-    clearTimeout(timer)
+    const failure = await firstFailure(
+      requests,
+      timeoutMs,
+      () => new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs }),
+    )
     if (failure !== undefined) {
       // Members that are stuck (stopped, or blocked in a native connect) must not hold up the failure.
       void this.destroyGroup(record)
@@ -925,14 +1028,20 @@ export class Cluster implements AsyncDisposable {
     return { objects: [...this.directory.values()].map((e) => e.id), groups: [...this.groups.keys()], processes, unresponsive }
   }
 
-  /** Stops every actor process and the driver's agent; each first finishes the releases it has under way. Idempotent. */
+  /**
+   * Stops every actor process, those still starting too, and the driver's agent; each actor first
+   * finishes the releases it has under way. Idempotent.
+   */
   async shutdown(): Promise<void> {
     if (this.closed) return
     this.closed = true
     const records = [...this.actors.values()]
     for (const r of records) if (r.alive) r.control.send({ _tag: "Shutdown" } satisfies ToActor)
+    // An actor still starting holds nothing yet: it ends at once.
+    const starting = [...this.starting]
+    for (const r of starting) r.child.kill("SIGKILL")
     await Promise.all(
-      records.map(async (r) => {
+      [...records, ...starting].map(async (r) => {
         await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
         if (r.child.exitCode !== null || r.child.signalCode !== null) return
         r.child.kill("SIGKILL")
@@ -947,6 +1056,9 @@ export class Cluster implements AsyncDisposable {
     await this.shutdown()
   }
 }
+
+const closedWhileStarting = (records: ReadonlyArray<{ readonly id: string }>): ClusterClosedError =>
+  new ClusterClosedError({ message: `the cluster was shut down while ${records.map((r) => r.id).join(", ")} started` })
 
 /** Removes the pending requests addressed to one actor from a table of them, and returns them. */
 const takeWaitersOf = <W extends { readonly actor: string }>(pending: Map<number, W>, actor: string): Array<W> => {
