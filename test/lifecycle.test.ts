@@ -23,7 +23,7 @@ let b: ActorHandle<typeof Cancellable>
 const take = <T>(ref: ObjectRef<T>) => takeFrom(cluster)(ref)
 
 /** NeverReady actors write their pids under here: whatever a failing test leaves alive is killed in afterAll. */
-const pidRoot = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-test-pids-"))
+let pidRoot: string
 let pidDirs = 0
 /** A directory of its own for the NeverReady actors of one test (their ids repeat from cluster to cluster). */
 const pidDir = (): string => {
@@ -34,6 +34,7 @@ const pidDir = (): string => {
 const pidsIn = (dir: string, ids: ReadonlyArray<string>): Array<number> => ids.map((id) => Number(fs.readFileSync(join(dir, id), "utf8")))
 
 beforeAll(async () => {
+  pidRoot = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-test-pids-"))
   cluster = await start()
   ;[a, b] = await cluster.spawn(Cancellable, { count: 2 })
 }, 60_000)
@@ -190,7 +191,10 @@ describe("cancel", () => {
 })
 
 describe("shutdown", () => {
-  const releaseDir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-test-release-"))
+  let releaseDir: string
+  beforeAll(() => {
+    releaseDir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-test-release-"))
+  })
   afterAll(() => fs.rmSync(releaseDir, { recursive: true, force: true }))
 
   it("waits for the releases under way of a transport whose release is async", async () => {

@@ -27,7 +27,7 @@ import { ObjectRef, type RefTracker } from "./ObjectRef.js"
 import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
-import { checkTimeout } from "./internal/arguments.js"
+import { checkTimeout, describe } from "./internal/arguments.js"
 import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { Connection, connect } from "./internal/connection.js"
 import {
@@ -181,7 +181,7 @@ const checkCount = (count: unknown): number => {
   if (count === undefined) return 1
   if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > MAX_SPAWN_COUNT) {
     throw new InvalidArgumentError({
-      message: `count must be an integer from 1 to ${MAX_SPAWN_COUNT}, not ${String(count)}; start more actors with several spawn calls`,
+      message: `count must be an integer from 1 to ${MAX_SPAWN_COUNT}, not ${describe(count)}; start more actors with several spawn calls`,
       argument: "count",
     })
   }
@@ -1058,7 +1058,7 @@ export class Cluster implements AsyncDisposable {
 }
 
 const closedWhileStarting = (records: ReadonlyArray<{ readonly id: string }>): ClusterClosedError =>
-  new ClusterClosedError({ message: `the cluster was shut down while ${records.map((r) => r.id).join(", ")} started` })
+  new ClusterClosedError({ message: `the cluster was shut down before ${records.map((r) => r.id).join(", ")} had started` })
 
 /** Removes the pending requests addressed to one actor from a table of them, and returns them. */
 const takeWaitersOf = <W extends { readonly actor: string }>(pending: Map<number, W>, actor: string): Array<W> => {
