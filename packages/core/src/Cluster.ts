@@ -3,17 +3,16 @@
  * reference counts), resolves refs, and manages collective groups. This is the Promise face; the
  * Effect face (`TensorlaneCluster`) wraps the same object.
  */
-import { type ChildProcess, spawn as spawnProcess } from "node:child_process"
+import { type ChildProcess, spawn as spawnProcess, spawnSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
 import { createRequire } from "node:module"
-import * as os from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Tracer from "effect/Tracer"
 import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefinition, methodOf } from "./Actor.js"
 import {
   ActorDiedError,
+  CancelledError,
   ClusterClosedError,
   GroupConflictError,
   InvalidArgumentError,
@@ -29,6 +28,7 @@ import { type ClusterIdentity, ObjectRef, type RefTracker, requireSameCluster, r
 import { TensorStore } from "./TensorStore.js"
 import type { TensorTransport } from "./Transport.js"
 import { AgentClient } from "./internal/agentClient.js"
+import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { Connection, connect } from "./internal/connection.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./internal/frame.js"
 import {
@@ -44,10 +44,11 @@ import {
 } from "./internal/messages.js"
 import { GatherRounds, type GatherReply } from "./internal/gatherRounds.js"
 import { type Entry, ObjectDirectory } from "./internal/objectDirectory.js"
-import { ProcessRuntime } from "./internal/processRuntime.js"
+import { ProcessRuntime, SHUTDOWN_GRACE_MS } from "./internal/processRuntime.js"
 import { tensorMeta } from "./internal/tensorMeta.js"
 import { loadTransports, normalizeSpecifier, objectStoreName, unknownTransport } from "./internal/transportRegistry.js"
 import { encodeValue } from "./internal/valueCodec.js"
+import { firstFailure, settledWithin } from "./internal/waits.js"
 import { fromWireError, toWireError } from "./internal/wireError.js"
 import { checkTimeout, describe, limitTimer } from "./internal/arguments.js"
 
@@ -67,7 +68,14 @@ export interface StartOptions {
 }
 
 export interface SpawnOptions {
+  /** How many actors to start: an integer from 1 to 256 (default 1). */
   readonly count?: number
+  /**
+   * Limit for the actors of this call to be ready: process start, module import, transport loading
+   * and `init`, all of them together; default 60 000 ms. Past it `spawn` fails with TimeoutError,
+   * having ended every process it started.
+   */
+  readonly startTimeoutMs?: number
   /** Extra environment variables of the actor processes. */
   readonly env?: Readonly<Record<string, string>>
 }
@@ -99,7 +107,19 @@ export interface ClusterInspection {
 type Unref<T> = T extends ObjectRef<infer V> ? V : never
 
 const DEFAULT_TRANSFER_TIMEOUT_MS = 120_000
-const SHUTDOWN_GRACE_MS = 2_000
+/**
+ * An actor starts in about 0.3 s alone and 16 at once in 5 s on 2 cores; loading native transports
+ * and an `init` that loads data take longer. A minute leaves room for all of that on a loaded machine
+ * and still reports an `init` that hangs.
+ */
+const DEFAULT_START_TIMEOUT_MS = 60_000
+/**
+ * Every actor is a process of about 95 MiB before it holds any tensor: 256 of them take 24 GiB and
+ * minutes of CPU to start. One call that asks for more is far likelier a wrong number (a size, an
+ * index) than a plan, and would leave the driver starting processes for a long time; several calls
+ * start more.
+ */
+const MAX_SPAWN_COUNT = 256
 /** How long a closed control socket waits for the process exit status that explains it. */
 const EXIT_STATUS_WAIT_MS = 250
 
@@ -147,9 +167,38 @@ const typeScriptFlags = (moduleUrl: string): Array<string> => {
   }
 }
 
+let launcher: ReadonlyArray<string> | undefined
+
+/**
+ * What actor processes start under: Linux's parent-death signal, set by util-linux's setpriv before
+ * it runs Node, kills an actor the moment its driver dies, even a stopped one (which runs no code, so
+ * its own lifeline cannot end it). Where setpriv is missing only the lifeline ends actors.
+ */
+const deathSignalLauncher = (): ReadonlyArray<string> => {
+  if (launcher === undefined) {
+    const prefix = ["setpriv", "--pdeathsig", "KILL", "--"]
+    const probe = process.platform === "linux" ? spawnSync(prefix[0], [...prefix.slice(1), process.execPath, "--version"], { stdio: "ignore" }) : undefined
+    launcher = probe?.status === 0 ? prefix : []
+  }
+  return launcher
+}
+
+const checkCount = (count: unknown): number => {
+  if (count === undefined) return 1
+  if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > MAX_SPAWN_COUNT) {
+    throw new InvalidArgumentError({
+      message: `count must be an integer from 1 to ${MAX_SPAWN_COUNT}, not ${describe(count)}; start more actors with several spawn calls`,
+      argument: "count",
+    })
+  }
+  return count
+}
+
 export class Cluster implements AsyncDisposable {
   private readonly directory: ObjectDirectory
   private readonly actors = new Map<string, ActorRecord>()
+  /** Actors of spawn calls that have not returned: shutdown ends them too. */
+  private readonly starting = new Set<ActorRecord>()
   private readonly groups = new Map<string, GroupRecord>()
   private readonly inspections = new Map<number, { actor: string; resolve: (inspection: ActorInspection | undefined) => void }>()
   private readonly prefetches = new Map<number, { actor: string; resolve: () => void; reject: (e: Error) => void }>()
@@ -189,12 +238,12 @@ export class Cluster implements AsyncDisposable {
     const transports = await loadTransports(specifiers, {
       fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
     })
-    const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-"))
+    const dir = createClusterDir()
     const agent = await AgentClient.start(
       { processId: "driver", address: join(dir, "driver.sock"), transports: specifiers, parentPid: undefined },
       () => undefined,
     ).catch((error) => {
-      fs.rmSync(dir, { recursive: true, force: true })
+      removeClusterDir(dir)
       throw error
     })
     return new Cluster(
@@ -234,35 +283,67 @@ export class Cluster implements AsyncDisposable {
   async spawn<D extends ActorDefinition>(definition: D, options: SpawnOptions = {}): Promise<Array<ActorHandle<D>>> {
     this.ensureOpen()
     if (!isActorDefinition(definition)) throw new InvalidArgumentError({ message: `spawn takes an actor definition (defineActor), not ${describe(definition)}`, argument: "definition" })
+    const count = checkCount(options.count)
+    const startTimeoutMs = checkTimeout(options.startTimeoutMs, "startTimeoutMs") ?? DEFAULT_START_TIMEOUT_MS
     // Unknown transport names fail here, before any process starts.
     for (const name of Object.keys(definition.spec.methods as object)) {
       const transport = methodOf(definition, name)?.options.tensorTransport
       if (transport !== undefined) this.transport(transport)
     }
     const flags = [...this.options.execArgv, ...typeScriptFlags(definition.moduleUrl)]
-    const count = options.count ?? 1
-    const started = await Promise.allSettled(
-      Array.from({ length: count }, (_, index) => this.startActor(definition, index, flags, options.env ?? {})),
-    )
-    const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected")
-    if (failed !== undefined) {
-      for (const s of started) if (s.status === "fulfilled") s.value.child.kill("SIGKILL")
-      throw failed.reason
+    const starts = Array.from({ length: count }, (_, index) => this.startActor(definition, index, flags, options.env ?? {}))
+    const records = starts.map((s) => s.record)
+    const ready = new Set<ActorRecord>()
+    for (const s of starts) {
+      this.starting.add(s.record)
+      s.ready.then(() => ready.add(s.record)).catch(() => undefined)
     }
-    return started.map((s) => this.handle<D>((s as PromiseFulfilledResult<ActorRecord>).value))
+    const late = () => records.filter((r) => !ready.has(r)).map((r) => r.id)
+    const failure =
+      (await firstFailure(
+        starts.map((s) => s.ready),
+        startTimeoutMs,
+        () =>
+          new TimeoutError({
+            message: `${late().join(", ")} did not start within ${startTimeoutMs} ms (spawn's startTimeoutMs): an init that never resolves, or a machine too loaded to start ${count} actor${count === 1 ? "" : "s"} in time`,
+            timeoutMs: startTimeoutMs,
+          }),
+      )) ?? (this.identity.closed ? closedWhileStarting(records) : undefined)
+    for (const r of records) this.starting.delete(r)
+    if (failure !== undefined) {
+      // None is handed out: every process of this call is gone before the failure is reported
+      // (unless the kernel holds one past the grace).
+      for (const r of records) r.child.kill("SIGKILL")
+      await settledWithin(
+        records.map((r) => r.exited),
+        SHUTDOWN_GRACE_MS,
+      )
+      throw failure
+    }
+    for (const r of records) this.actors.set(r.id, r)
+    return records.map((r) => this.handle<D>(r))
   }
 
-  private startActor(definition: ActorDefinition, index: number, flags: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<ActorRecord> {
+  private startActor(
+    definition: ActorDefinition,
+    index: number,
+    flags: ReadonlyArray<string>,
+    env: Readonly<Record<string, string>>,
+  ): { readonly record: ActorRecord; readonly ready: Promise<void> } {
     const n = this.nextActor.get(definition.name) ?? 0
     this.nextActor.set(definition.name, n + 1)
     const id = `${definition.name}-${n}`
     // --expose-gc lets the host allocator trade a cheap collection for 64 MiB of page faults (Allocator.ts).
-    const child = spawnProcess(process.execPath, [...flags, "--expose-gc", actorMainPath], {
+    const [command, ...args] = [...deathSignalLauncher(), process.execPath, ...flags, "--expose-gc", actorMainPath]
+    const child = spawnProcess(command!, args, {
       stdio: ["ignore", "inherit", "inherit", "pipe"],
       env: { ...process.env, ...env },
     })
-    return new Promise<ActorRecord>((resolve, reject) => {
+    let record!: ActorRecord
+    const whenReady = new Promise<void>((resolve, reject) => {
       let ready = false
+      const exitedWhileStarting = (how: string) =>
+        reject(this.identity.closed ? closedWhileStarting([record]) : new ActorDiedError({ message: `actor ${id} exited while starting${how}`, actor: id }))
       const exited = new Promise<void>((done) => child.once("exit", () => done()))
       const control = new Connection(child.stdio[3] as import("node:net").Socket, {
         // An actor's messages to the driver never carry a body.
@@ -279,8 +360,7 @@ export class Cluster implements AsyncDisposable {
             if (message._tag === "Ready") {
               ready = true
               record.agentAddress = message.agentAddress
-              this.actors.set(id, record)
-              resolve(record)
+              resolve()
             } else if (message._tag === "InitFailed") {
               reject(fromWireError(message.error, { actor: id, method: "init" }))
               child.kill("SIGKILL")
@@ -290,12 +370,12 @@ export class Cluster implements AsyncDisposable {
           this.onActorMessage(record, message)
         },
         onClose: (error) => {
-          if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting${error ? `: ${error.message}` : ""}`, actor: id }))
+          if (!ready) exitedWhileStarting(error ? `: ${error.message}` : "")
           // A closed control socket usually means the process is gone: its exit status says why.
           else setTimeout(() => this.onActorDeath(record, error ?? new Error("its control connection closed")), EXIT_STATUS_WAIT_MS).unref()
         },
       })
-      const record: ActorRecord = {
+      record = {
         id,
         definition,
         child,
@@ -309,7 +389,7 @@ export class Cluster implements AsyncDisposable {
         exited,
       }
       child.once("exit", (code, signal) => {
-        if (!ready) reject(new ActorDiedError({ message: `actor ${id} exited while starting (code ${code}, signal ${signal})`, actor: id }))
+        if (!ready) exitedWhileStarting(` (code ${code}, signal ${signal})`)
         this.onActorDeath(record, undefined, code, signal)
       })
       control.send({
@@ -325,6 +405,7 @@ export class Cluster implements AsyncDisposable {
         transferTimeoutMs: this.options.transferTimeoutMs,
       } satisfies ToActor)
     })
+    return { record, ready: whenReady }
   }
 
   private handle<D extends ActorDefinition>(record: ActorRecord): ActorHandle<D> {
@@ -394,9 +475,15 @@ export class Cluster implements AsyncDisposable {
     }
     const callId = this.nextCall++
     const previous = record.dispatched
-    record.dispatched = (async () => {
-      await previous
-      const ready = await Promise.all(argEntries.map((e) => this.directory.wait(e, Infinity)))
+    // A call cancelled (or whose actor dies) before it is sent stops waiting at once, for the calls
+    // before it and for its arguments; the calls behind it still wait for those before it.
+    const ended = this.directory.wait(entry, Infinity)
+    const dispatch = (async () => {
+      await Promise.race([previous, ended])
+      const args = Promise.all(argEntries.map((e) => this.directory.wait(e, Infinity)))
+      await Promise.race([args, ended])
+      if (entry.state !== "pending") throw entry.error!
+      const ready = await args
       const failed = ready.find((e) => e.state === "failed")
       if (!record.alive) throw new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id })
       if (failed !== undefined) throw failed.error!
@@ -439,6 +526,7 @@ export class Cluster implements AsyncDisposable {
       .finally(() => {
         record.undispatched--
       })
+    record.dispatched = Promise.all([previous, dispatch]).then(() => undefined)
     return ref
   }
 
@@ -518,7 +606,10 @@ export class Cluster implements AsyncDisposable {
         if (call === undefined) return
         record.inFlight.delete(message.callId)
         for (const stat of message.transfers) this.recordTransfer(stat)
-        if (message.info !== undefined) this.directory.ready(call.entry, message.info)
+        if (call.entry.state !== "pending") {
+          // Cancelled while it ran: whatever it made is nobody's.
+          if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [message.info.objectId] } satisfies ToActor)
+        } else if (message.info !== undefined) this.directory.ready(call.entry, message.info)
         else this.directory.fail(call.entry, fromWireError(message.error!, { actor: record.id, method: call.method }))
         this.unpin(call.pinned)
         return
@@ -650,6 +741,39 @@ export class Cluster implements AsyncDisposable {
     }
     const producer = this.actors.get(entry.producer)
     if (producer?.alive) producer.control.send({ _tag: "Free", objectIds: [entry.id] } satisfies ToActor)
+  }
+
+  // ---- Ending actors and calls
+
+  /**
+   * Ends an actor at once (SIGKILL, Ray's `ray.kill`), however busy or stuck it is: its pending and
+   * later calls, and the objects it produced, fail with ActorDiedError as if it had died (small
+   * object-store values, whose bytes the driver holds, stay readable). The other actors go on.
+   * Resolves once the process is gone.
+   */
+  async kill(actor: { actorId: string }): Promise<void> {
+    this.ensureOpen()
+    const record = this.actorOf(actor)
+    this.onActorDeath(record, new Error("cluster.kill ended it"))
+    await record.exited
+  }
+
+  /**
+   * Cancels the call that makes `ref` (Ray's `ray.cancel`): its ref, and the calls that take it, fail
+   * with CancelledError at once. A call not yet running never runs (one receiving its arguments
+   * takes them in first: their producers are sending); a running call sees its `cancellationSignal()`
+   * abort, and what it returns anyway is freed. Only that call is cancelled: not the calls that make
+   * its arguments, nor its actor's other calls. A finished call (or a put) is left as it is.
+   */
+  cancel(ref: ObjectRef<unknown>): void {
+    this.ensureOpen()
+    requireUsableRef(ref, this.identity)
+    const entry = this.directory.get(ref.id)
+    if (entry?.state !== "pending") return
+    const record = this.actors.get(entry.producer)!
+    const sent = [...record.inFlight].find(([, call]) => call.entry === entry)
+    this.directory.fail(entry, new CancelledError({ message: `the call of ${record.id} that makes ${ref} was cancelled`, objectId: ref.id }))
+    if (sent !== undefined) record.control.send({ _tag: "Cancel", callId: sent[0] } satisfies ToActor)
   }
 
   // ---- Driver-side get and put
@@ -820,7 +944,7 @@ export class Cluster implements AsyncDisposable {
     let gathered = 0
     // The gathered blobs may be more than an agent accepts (MessageTooLargeError): that ends the creation.
     let gatherFailed!: (error: unknown) => void
-    const gatherFailure = new Promise<unknown>((resolve) => (gatherFailed = resolve))
+    const gatherFailure = new Promise<never>((_, reject) => (gatherFailed = reject))
     const onGather = (reply: Extract<AgentReply, { _tag: "Gather" }>) => {
       if (reply.group !== name || reply.rank < 0 || reply.rank >= members.length || blobs[reply.rank] !== undefined) return
       blobs[reply.rank] = reply.blob
@@ -838,16 +962,11 @@ export class Cluster implements AsyncDisposable {
       ),
     )
     // The first failure ends the creation: the other members would wait in the rendezvous for ever.
-    let timer: NodeJS.Timeout | undefined
-    const failure = await Promise.race([
-      Promise.all(requests).then(() => undefined),
-      new Promise<unknown>((resolve) => requests.forEach((r) => r.catch(resolve))),
-      gatherFailure,
-      new Promise<unknown>((resolve) => {
-        timer = limitTimer(timeoutMs, () => resolve(new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs })))
-      }),
-    ])
-    clearTimeout(timer)
+    const failure = await firstFailure(
+      [Promise.race([Promise.all(requests), gatherFailure])],
+      timeoutMs,
+      () => new TimeoutError({ message: `creating the ${backend} group "${name}" took over ${timeoutMs} ms`, timeoutMs }),
+    )
     if (failure !== undefined) {
       // Members that are stuck (stopped, or blocked in a native connect) must not hold up the failure.
       void this.destroyGroup(record)
@@ -953,27 +1072,37 @@ export class Cluster implements AsyncDisposable {
     return { objects: [...this.directory.values()].map((e) => e.id), groups: [...this.groups.keys()], processes, unresponsive }
   }
 
-  /** Stops every actor process and the driver's agent. Idempotent. */
+  /**
+   * Stops every actor process, those still starting too, and the driver's agent; each actor first
+   * finishes the releases it has under way. Idempotent.
+   */
   async shutdown(): Promise<void> {
     if (this.identity.closed) return
     this.identity.closed = true
     const records = [...this.actors.values()]
     for (const r of records) if (r.alive) r.control.send({ _tag: "Shutdown" } satisfies ToActor)
+    // An actor still starting holds nothing yet: it ends at once.
+    const starting = [...this.starting]
+    for (const r of starting) r.child.kill("SIGKILL")
     await Promise.all(
-      records.map((r) =>
-        Promise.race([r.exited, new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref())]).then(() => {
-          if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGKILL")
-        }),
-      ),
+      [...records, ...starting].map(async (r) => {
+        await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
+        if (r.child.exitCode !== null || r.child.signalCode !== null) return
+        r.child.kill("SIGKILL")
+        await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
+      }),
     )
     await this.runtime.close()
-    fs.rmSync(this.dir, { recursive: true, force: true })
+    removeClusterDir(this.dir)
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.shutdown()
   }
 }
+
+const closedWhileStarting = (records: ReadonlyArray<{ readonly id: string }>): ClusterClosedError =>
+  new ClusterClosedError({ message: `the cluster was shut down before ${records.map((r) => r.id).join(", ")} had started` })
 
 /** Removes the pending requests addressed to one actor from a table of them, and returns them. */
 const takeWaitersOf = <W extends { readonly actor: string }>(pending: Map<number, W>, actor: string): Array<W> => {

@@ -1,5 +1,6 @@
 /**
- * The APIs an actor method uses on its own process: `put`, `get`, `waitTensorFreed` and `group`.
+ * The APIs an actor method uses on its own process: `put`, `get`, `waitTensorFreed`, `group` and
+ * `cancellationSignal`.
  * They find the current actor by async context; called in the driver they raise NotInActorError.
  */
 import { AsyncLocalStorage } from "node:async_hooks"
@@ -50,6 +51,8 @@ export interface ActorContext {
   readonly get: (refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options?: GetOptions) => Promise<unknown>
   readonly waitTensorFreed: (tensor: Tensor, options?: WaitTensorFreedOptions) => Promise<void>
   readonly group: (name: string) => GroupMember
+  /** Aborts when `cluster.cancel` cancels the call. */
+  readonly signal: AbortSignal
 }
 
 export const actorContext = new AsyncLocalStorage<ActorContext>()
@@ -83,6 +86,14 @@ export const waitTensorFreed = (tensor: Tensor, options?: WaitTensorFreedOptions
 
 /** This actor's membership of a collective group. */
 export const group = (name: string): GroupMember => current("group").group(name)
+
+/**
+ * The AbortSignal of the running call: it aborts, with a CancelledError as its reason, when the
+ * driver cancels the call (`cluster.cancel(ref)`). A long method checks it (`signal.throwIfAborted()`)
+ * or hands it to what it waits on; the call's ref has already failed with CancelledError, and
+ * whatever the method returns is dropped.
+ */
+export const cancellationSignal = (): AbortSignal => current("cancellationSignal").signal
 
 /** Id of the actor running the current method. */
 export const currentActorId = (): string => current("currentActorId").actorId

@@ -66,5 +66,12 @@ export const broadcast = (
   options?: { timeoutMs?: number },
 ): Effect.Effect<void, TensorlaneError, TensorlaneCluster> => withCluster((cluster) => cluster.broadcast(ref, receivers, options))
 
+/** `cluster.kill`: ends an actor at once; its pending calls and the objects it produced fail with ActorDiedError. */
+export const kill = (actor: { actorId: string }): Effect.Effect<void, TensorlaneError, TensorlaneCluster> => withCluster((cluster) => cluster.kill(actor))
+
+/** `cluster.cancel`: the call that makes `ref` fails with CancelledError; a queued one never runs, a running one's signal aborts. */
+export const cancel = (ref: ObjectRef<unknown>): Effect.Effect<void, TensorlaneError, TensorlaneCluster> =>
+  withCluster(async (cluster) => cluster.cancel(ref))
+
 export const inspect = (options?: { timeoutMs?: number }): Effect.Effect<ClusterInspection, TensorlaneError, TensorlaneCluster> =>
   withCluster((cluster) => cluster.inspect(options))

@@ -34,6 +34,7 @@ export {
   get,
   waitTensorFreed,
   group,
+  cancellationSignal,
   currentActorId,
   type GetOptions,
   type GroupMember,

@@ -6,7 +6,7 @@ import * as net from "node:net"
 import { join } from "node:path"
 import { type ActorDefinition, isActorDefinition, methodOf } from "../Actor.js"
 import { recycleHostMemory } from "../Allocator.js"
-import { InvalidArgumentError, MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
+import { CancelledError, InvalidArgumentError, MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import { type ActorContext, actorContext } from "../InActor.js"
 import { type ClusterIdentity, ObjectRef, type RefTracker } from "../ObjectRef.js"
 import type { Tensor } from "../Tensor.js"
@@ -22,13 +22,18 @@ import { ProcessRuntime, type Resolved, quarantine, tensorsFromBytes } from "./p
 import { validateMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName } from "./transportRegistry.js"
 import { checkTimeout, describe } from "./arguments.js"
+import { settledWithin } from "./waits.js"
 import { decodeValue } from "./valueCodec.js"
 import { fromWireError, toWireError } from "./wireError.js"
 
 type Call = Extract<ToActor, { _tag: "Call" }>
 type Init = Extract<ToActor, { _tag: "Init" }>
 
-/** How long a call waits for the frees that arrived before it (a release normally takes well under 1 ms). */
+/**
+ * How long a call waits for the frees that arrived before it (a release normally takes well under
+ * 1 ms): a loop that releases a result and asks for the next then recycles the freed memory, where
+ * allocating beside it costs page faults.
+ */
 const SETTLE_FREES_MS = 20
 /**
  * A free usually comes just before the next call (a loop releases a result and asks again): its memory
@@ -122,7 +127,8 @@ class Borrows implements RefTracker {
 
 class Actor {
   private readonly queue: Array<{ call: Call; body: Buffer | undefined }> = []
-  private running = 0
+  /** The running calls, by call id, each with what cancels it. */
+  private readonly running = new Map<number, { call: Call; controller: AbortController }>()
   private nextReq = 1
   private readonly resolving = new Map<number, { resolve: (info: ObjectInfo) => void; reject: (e: Error) => void }>()
   private readonly acks = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
@@ -183,15 +189,15 @@ class Actor {
         this.queue.push({ call: message, body })
         this.pump()
         return
-      case "Free": {
-        const freeing = this.runtime.free(message.objectIds).then(
+      case "Free":
+        this.runtime.free(message.objectIds).then(
           () => this.recycleWhenIdle(IDLE_AFTER_FREE_MS),
           (error) => console.error("tensorlane: free failed:", error),
         )
-        this.freeing.add(freeing)
-        void freeing.finally(() => this.freeing.delete(freeing))
         return
-      }
+      case "Cancel":
+        this.cancel(message.callId)
+        return
       case "Resolved": {
         const waiter = this.resolving.get(message.reqId)
         this.resolving.delete(message.reqId)
@@ -240,20 +246,30 @@ class Actor {
   }
 
   get idle(): boolean {
-    return this.running === 0
+    return this.running.size === 0
+  }
+
+  /** A queued call is answered as cancelled and never runs; a running one's signal aborts. */
+  private cancel(callId: number): void {
+    const queued = this.queue.findIndex((q) => q.call.callId === callId)
+    const running = this.running.get(callId)
+    const call = queued >= 0 ? this.queue.splice(queued, 1)[0]!.call : running?.call
+    // Not here any more: its result is on its way.
+    if (call === undefined) return
+    const cancelled = new CancelledError({ message: `${this.init.actorId}.${call.method} was cancelled`, objectId: call.returnId })
+    if (running !== undefined) running.controller.abort(cancelled)
+    else send({ _tag: "Result", callId, error: toWireError(cancelled), transfers: [] })
   }
 
   private recycleTimer: NodeJS.Timeout | undefined
   private recycleAt = 0
-  /** Frees waiting for the transfer agent to let go; their memory is reusable only once they end. */
-  private readonly freeing = new Set<Promise<void>>()
 
   /**
    * Memory the store dropped (a free, a call's received copies) is recycled while nothing runs, off
    * the next call's path.
    */
   private recycleWhenIdle(afterMs = 0): void {
-    if (this.running > 0) return
+    if (this.running.size > 0) return
     const at = performance.now() + afterMs
     // A sooner request (a call just ended) replaces a later one (a free's wait for the next call).
     if (this.recycleTimer !== undefined && this.recycleAt <= at) return
@@ -261,39 +277,41 @@ class Actor {
     this.recycleAt = at
     this.recycleTimer = setTimeout(() => {
       this.recycleTimer = undefined
-      if (this.running === 0 && this.queue.length === 0) recycleHostMemory(this.runtime.store.takeDroppedHostBytes())
+      if (this.running.size === 0 && this.queue.length === 0) recycleHostMemory(this.runtime.store.takeDroppedHostBytes())
     }, afterMs)
   }
 
   private pump(): void {
     const limit = Math.max(1, this.init.maxConcurrency)
-    while (this.running < limit && this.queue.length > 0) {
+    while (this.running.size < limit && this.queue.length > 0) {
       const { call, body } = this.queue.shift()!
-      this.running++
-      this.run(call, body)
+      const controller = new AbortController()
+      this.running.set(call.callId, { call, controller })
+      this.run(call, body, controller.signal)
         .catch((error: unknown) => {
           console.error(`tensorlane: ${this.init.actorId} could not answer call ${call.callId}:`, error)
         })
         .then(() => {
-          this.running--
-          if (this.running === 0) this.borrows.flush()
+          this.running.delete(call.callId)
+          if (this.running.size === 0) this.borrows.flush()
           this.pump()
           this.recycleWhenIdle()
         })
     }
   }
 
-  /** Runs a call and sends its result. */
-  private async run(call: Call, body: Buffer | undefined): Promise<void> {
+  /** Runs a call and sends its result; a call cancelled before its method starts does not run it. */
+  private async run(call: Call, body: Buffer | undefined, signal: AbortSignal): Promise<void> {
     const transfers: Array<TransferStat> = []
     const received: Array<string> = []
     try {
       const entry = methodOf(this.definition, call.method)
       if (entry === undefined) throw new InvalidArgumentError({ message: `actor ${this.definition.name} has no method "${call.method}"`, argument: "method" })
-      const frees = [...this.freeing]
+      const frees = this.runtime.freesUnderWay
       const args = await this.arguments(call, body, transfers, received)
-      await this.settleFrees(frees)
-      const value = await actorContext.run(this.context(transfers), () => entry.fn(this.state, ...args))
+      await settledWithin(frees, SETTLE_FREES_MS)
+      signal.throwIfAborted()
+      const value = await actorContext.run(this.context(transfers, signal), () => entry.fn(this.state, ...args))
       const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
       const info = await this.runtime.produce(call.returnId, value, transport, "result")
       answer({ _tag: "Result", callId: call.callId, info, transfers })
@@ -302,17 +320,6 @@ class Actor {
     } finally {
       for (const objectId of received) this.runtime.store.dropReceived(objectId)
     }
-  }
-
-  /**
-   * A call that arrives right after a free (a loop that releases a result and asks for the next) waits
-   * a little for it: the freed memory can then be recycled, where allocating beside it costs page faults.
-   */
-  private async settleFrees(frees: ReadonlyArray<Promise<void>>): Promise<void> {
-    if (frees.length === 0) return
-    let timer: NodeJS.Timeout | undefined
-    await Promise.race([Promise.all(frees), new Promise<void>((resolve) => (timer = setTimeout(resolve, SETTLE_FREES_MS)))])
-    clearTimeout(timer)
   }
 
   private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
@@ -375,9 +382,10 @@ class Actor {
   }
 
   /** What a method reaches through `get`, `put` and the rest; its gets' transfers go with its result to the driver. */
-  private context(transfers: Array<TransferStat>): ActorContext {
+  private context(transfers: Array<TransferStat>, signal: AbortSignal): ActorContext {
     return {
       actorId: this.init.actorId,
+      signal,
       put: async (value, options) => {
         const transport = options?.tensorTransport ?? objectStoreName
         const capabilities = this.runtime.transport(transport).capabilities

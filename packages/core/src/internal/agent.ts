@@ -25,6 +25,7 @@ import { loadTransports, objectStoreName, unknownTransport } from "./transportRe
 import { type WireTensor, fromWireTensor } from "./wireTensor.js"
 import { fromWireError, toWireError } from "./wireError.js"
 import { PendingTransfers, transferLabel } from "./pendingTransfers.js"
+import { pidExists, statFields } from "./processes.js"
 import { receiveLabel, receiveObject } from "./receiveObject.js"
 
 export type AgentCommand =
@@ -96,18 +97,8 @@ interface OutgoingRequest {
  * worker threads, so Linux's /proc tells; elsewhere, whether that pid still exists.
  */
 const parentAlive = (parentPid: number): boolean => {
-  try {
-    const stat = fs.readFileSync("/proc/self/stat", "utf8")
-    // The command name (field 2) may contain spaces and parentheses: fields after the last ")" are fixed.
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parentPid
-  } catch {
-    try {
-      process.kill(parentPid, 0)
-      return true
-    } catch {
-      return false
-    }
-  }
+  const fields = statFields("self")
+  return fields !== undefined ? Number(fields[1]) === parentPid : pidExists(parentPid)
 }
 
 export class Agent {

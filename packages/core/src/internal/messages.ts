@@ -94,6 +94,8 @@ export const ToActor = Schema.Union([
     refs: Schema.Array(ObjectInfo),
   }),
   Schema.TaggedStruct("Free", { objectIds: Schema.Array(Id) }),
+  /** cluster.cancel: a queued call is dropped, a running one's signal aborts. */
+  Schema.TaggedStruct("Cancel", { callId: Schema.Number }),
   Schema.TaggedStruct("Resolved", {
     reqId: Schema.Number,
     info: Schema.optional(ObjectInfo),

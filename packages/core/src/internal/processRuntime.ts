@@ -18,12 +18,16 @@ import { receiveLabel, receiveObject } from "./receiveObject.js"
 import { checkReceived, tensorMeta, validateMeta } from "./tensorMeta.js"
 import { objectStoreName, unknownTransport } from "./transportRegistry.js"
 import { decodeValue, encodeValue } from "./valueCodec.js"
+import { settledWithin } from "./waits.js"
 import { toWireTensor } from "./wireTensor.js"
 import { parseDevice } from "../Device.js"
 import { checkTimeout, describe } from "./arguments.js"
 
 /** Object-store values up to this many tensor bytes travel inside the owner's messages. */
 const INLINE_LIMIT = 64 * 1024
+
+/** How long shutdown waits: for an actor to exit, and in every process for the releases under way. */
+export const SHUTDOWN_GRACE_MS = 2_000
 
 /** Where `get` finds an object: its info, and what to do once its value is resolved. */
 export interface Located {
@@ -52,6 +56,8 @@ export class ProcessRuntime {
   private nextObject = 1
   /** Receives this thread runs itself (transports that work on any thread). */
   private readonly pending = new PendingTransfers()
+  /** Frees under way, as promises that settle with them and never fail. */
+  private readonly freeing = new Set<Promise<void>>()
 
   constructor(
     readonly processId: string,
@@ -160,7 +166,23 @@ export class ProcessRuntime {
   }
 
   /** Frees primary copies the owner no longer needs, and what their transports registered. */
-  async free(objectIds: ReadonlyArray<string>): Promise<void> {
+  free(objectIds: ReadonlyArray<string>): Promise<void> {
+    const freed = this.freeObjects(objectIds)
+    const settled = freed.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.freeing.add(settled)
+    void settled.then(() => this.freeing.delete(settled))
+    return freed
+  }
+
+  /** The frees under way (they never fail: their callers hear of failures). */
+  get freesUnderWay(): ReadonlyArray<Promise<void>> {
+    return [...this.freeing]
+  }
+
+  private async freeObjects(objectIds: ReadonlyArray<string>): Promise<void> {
     for (const id of objectIds) this.store.unpinReceived(id)
     const held = objectIds.filter((id) => this.store.getPrimary(id) !== undefined)
     if (held.length === 0) return
@@ -201,8 +223,12 @@ export class ProcessRuntime {
     }
   }
 
-  /** Ends this thread's transfers, lets its transports go, then stops the agent. */
+  /**
+   * Lets the releases under way finish (a transport's release may be async, and its transport must
+   * not close under it), then ends this thread's transfers, lets its transports go, stops the agent.
+   */
   async close(): Promise<void> {
+    await settledWithin(this.freesUnderWay, SHUTDOWN_GRACE_MS)
     this.pending.abortAll("the process is closing")
     for (const transport of this.transports.values()) if (transport.capabilities.anyThread) await transport.close?.()
     await this.agent.close()
