@@ -37,6 +37,25 @@ export interface TransportCapabilities {
    * is dispatched, and a consumer receives several such objects of one call at once.
    */
   readonly matchesByObject?: boolean
+  /**
+   * A fetch, receive or collective that failed (or that the runtime gave up on) no longer writes its
+   * buffers once its promise settled and every promise it handed to the request's `writesUntil`
+   * settled too. The runtime keeps the memory of a failed transfer out of reuse until then, and only
+   * until then; without this, for the life of the process (it cannot know what a transport still
+   * writes).
+   */
+  readonly tracksBuffers?: boolean
+}
+
+/** Part of every request whose buffers a transport writes. */
+export interface WritesUntil {
+  /**
+   * Set by the runtime (absent when a program calls the transport itself). A transport whose native
+   * side may go on writing the buffers after its promise settled (an aborted receive that stays
+   * posted until its connection closes) passes, before that promise settles, a promise that settles
+   * once it no longer can.
+   */
+  readonly writesUntil?: (done: Promise<unknown>) => void
 }
 
 /** The tensors of one object, as the producer holds them (views of the producer's own memory). */
@@ -57,7 +76,7 @@ export interface TransferPeers {
 }
 
 /** A one-sided read into `into`, whose shapes and dtypes the runtime already checked against `tensors`. */
-export interface FetchRequest extends TransferPeers {
+export interface FetchRequest extends TransferPeers, WritesUntil {
   readonly tensors: ReadonlyArray<TensorMeta>
   /** What `extractMetadata` returned on the producer. */
   readonly metadata: unknown
@@ -74,7 +93,7 @@ export interface SendRequest {
 }
 
 /** The consumer's half of a two-sided transfer. */
-export interface ReceiveRequest extends TransferPeers {
+export interface ReceiveRequest extends TransferPeers, WritesUntil {
   readonly group: string
   readonly fromRank: number
   readonly tensors: ReadonlyArray<TensorMeta>
@@ -100,7 +119,7 @@ export interface GroupSetup {
 }
 
 /** A collective operation inside a group, in place on every member's tensors. */
-export interface CollectiveRequest {
+export interface CollectiveRequest extends WritesUntil {
   readonly group: string
   readonly tensors: ReadonlyArray<Tensor>
   readonly signal: AbortSignal

@@ -5,9 +5,12 @@
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace tlgloo {
@@ -34,8 +37,17 @@ class ExtContext : public gloo::Context {
   // rank and for a pair without one.
   std::vector<int> sockets();
 
-  // Closes every pair: the device stops reading and writing for this context, and a connect in
-  // progress returns.
+  // Remembers which socket each connected pair reads (descriptor and inode), once connectPeer()
+  // returned for every peer, for pairClosed() and closePairs(); returns them as sockets() does.
+  std::vector<int> rememberSockets();
+
+  // Whether gloo closed the pair with `peer` (its connection broke: the peer died; or closePairs):
+  // it then touches none of the buffers posted to it. False for a pair whose socket is unknown.
+  bool pairClosed(int peer);
+
+  // Closes every pair: the device stops reading and writing for this context, a connect in
+  // progress returns, and every wait on a buffer posted to a pair ends (gloo's collectives have no
+  // other way out).
   void closePairs();
 
   // Keeps a context whose connect did not complete alive for the life of the process: gloo's TCP
@@ -48,6 +60,19 @@ class ExtContext : public gloo::Context {
   std::mutex listenersMutex_;
   // Each pair's listening socket until its connectPeer() is done (by peer rank).
   std::vector<std::shared_ptr<PairGuard::Listener>> listeners_;
+
+  // A socket as gloo opened it: the descriptor may be closed and its number reused, the inode not.
+  struct Socket {
+    int fd;
+    dev_t device;
+    ino_t inode;
+  };
+
+  // Whether `fd` still names `socket`.
+  static bool names(int fd, const Socket& socket);
+
+  // By peer rank; nullopt for this rank and for a pair whose socket was not found.
+  std::vector<std::optional<Socket>> sockets_;
 };
 
 }  // namespace tlgloo

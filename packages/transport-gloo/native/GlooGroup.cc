@@ -85,6 +85,7 @@ Napi::Function GlooGroup::Define(Napi::Env env) {
                          InstanceMethod<&GlooGroup::Allreduce>("allreduce"),
                          InstanceMethod<&GlooGroup::Broadcast>("broadcast"),
                          InstanceMethod<&GlooGroup::Destroy>("destroy"),
+                         InstanceMethod<&GlooGroup::Sweep>("sweep"),
                          InstanceMethod<&GlooGroup::Publish>("publish"),
                          StaticMethod<&GlooGroup::Attach>("attach"),
                          StaticMethod<&GlooGroup::Published>("published"),
@@ -102,7 +103,7 @@ GlooGroup::GlooGroup(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GlooGrou
     const int rank = intArg(info, 0, "rank");
     const int size = intArg(info, 1, "size");
     if (size < 1 || rank >= size) usage("rank " + std::to_string(rank) + " is not in a group of " + std::to_string(size));
-    state_ = std::make_shared<GroupState>(info.Env(), rank, size, timeoutArg(info, 2), deviceCpusByRankArg(info, 3));
+    state_ = std::make_shared<GroupState>(rank, size, timeoutArg(info, 2), deviceCpusByRankArg(info, 3));
     return info.Env().Undefined();
   });
 }
@@ -242,6 +243,11 @@ Napi::Value GlooGroup::Destroy(const Napi::CallbackInfo& info) {
     state_->close();
     return info.Env().Undefined();
   });
+}
+
+Napi::Value GlooGroup::Sweep(const Napi::CallbackInfo& info) {
+  state_->sweep();
+  return info.Env().Undefined();
 }
 
 Napi::Value GlooGroup::Publish(const Napi::CallbackInfo& info) {

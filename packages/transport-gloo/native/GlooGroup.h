@@ -30,6 +30,7 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   Napi::Value Allreduce(const Napi::CallbackInfo& info);
   Napi::Value Broadcast(const Napi::CallbackInfo& info);
   Napi::Value Destroy(const Napi::CallbackInfo& info);
+  Napi::Value Sweep(const Napi::CallbackInfo& info);
   Napi::Value Publish(const Napi::CallbackInfo& info);
   static Napi::Value Attach(const Napi::CallbackInfo& info);
   static Napi::Value Published(const Napi::CallbackInfo& info);

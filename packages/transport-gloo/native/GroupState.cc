@@ -9,12 +9,12 @@
 #include <gloo/common/error.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace tlgloo {
 
-GroupState::GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank)
-    : owner_(owner),
-      rank_(rank),
+GroupState::GroupState(int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank)
+    : rank_(rank),
       size_(size),
       context_(std::make_shared<ExtContext>(rank, size, connectTimeout)),
       secret_(rank == 0 ? PairGuard::newSecret() : std::vector<uint8_t>()),
@@ -75,8 +75,9 @@ void GroupState::connect(const Rendezvous& rendezvous) {
     throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
   }
   // Under the lock: close() cannot have closed the sockets yet.
+  const std::vector<int> sockets = context_->rememberSockets();
   if (sendBufferBytes_.has_value()) {
-    for (int fd : context_->sockets()) SendBuffer::sizeIfSameHost(fd, *sendBufferBytes_);
+    for (int fd : sockets) SendBuffer::sizeIfSameHost(fd, *sendBufferBytes_);
   }
   phase_ = Phase::Connected;
 }
@@ -100,6 +101,11 @@ std::shared_ptr<ExtContext> GroupState::context() {
 void GroupState::markBroken(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (broken_.empty()) broken_ = reason;
+}
+
+bool GroupState::closed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return phase_ == Phase::Closed;
 }
 
 std::string GroupState::brokenReason() {
@@ -130,30 +136,51 @@ void GroupState::detach(const Job* job) {
               jobs_.end());
 }
 
-bool GroupState::retire(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<std::shared_ptr<void>>& owned) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (phase_ == Phase::Closed) return false;
-  retiredOperations_++;
-  for (auto& b : buffers) retiredBuffers_.push_back(std::move(b));
-  for (auto& o : owned) retiredOwned_.push_back(std::move(o));
-  buffers.clear();
-  owned.clear();
-  return true;
+void GroupState::retire(std::vector<Posted> posted, std::vector<std::shared_ptr<void>> owned, size_t pinnedBytes,
+                        std::function<void()> released) {
+  std::vector<Retired> done;
+  done.push_back(Retired{std::move(posted), std::move(owned), pinnedBytes, std::move(released)});
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Kept for close() to let go of unless it already did: it closes the pairs first.
+    if (!pairsClosed_ && !settled(done.back())) {
+      retired_.push_back(std::move(done.back()));
+      done.clear();
+    }
+  }
+  release(std::move(done));
 }
 
-bool GroupState::retirePinned(std::vector<PinnedBytes>& pinned) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (phase_ == Phase::Closed) return false;
-  for (auto& p : pinned) retiredPinned_.push_back(std::move(p));
-  pinned.clear();
-  return true;
+bool GroupState::settled(const Retired& retired) {
+  return std::all_of(retired.posted.begin(), retired.posted.end(), [this](const Posted& p) { return context_->pairClosed(p.peer); });
+}
+
+void GroupState::sweep() {
+  std::vector<Retired> done;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto kept = std::stable_partition(retired_.begin(), retired_.end(), [this](const Retired& r) { return !settled(r); });
+    std::move(kept, retired_.end(), std::back_inserter(done));
+    retired_.erase(kept, retired_.end());
+  }
+  release(std::move(done));
+}
+
+void GroupState::release(std::vector<Retired> retired) {
+  for (auto& r : retired) {
+    // Buffers before the memory they point into; gloo's buffer destructor waits until the device
+    // thread has let go of it.
+    r.posted.clear();
+    r.owned.clear();
+    if (r.released) r.released();
+  }
 }
 
 GroupState::Stranded GroupState::stranded() {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t bytes = 0;
-  for (const auto& p : retiredPinned_) bytes += p.size();
-  return Stranded{retiredOperations_, bytes};
+  for (const auto& r : retired_) bytes += r.pinnedBytes;
+  return Stranded{retired_.size(), bytes};
 }
 
 void GroupState::close() {
@@ -169,20 +196,14 @@ void GroupState::close() {
   }
   for (auto& job : running) job->abort();
   context_->closePairs();
-  // Closed pairs no longer touch any buffer: what was retired can go, buffers before their memory.
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
-  std::vector<std::shared_ptr<void>> owned;
-  std::vector<PinnedBytes> pinned;
+  // Closed pairs no longer touch any buffer: what was retired can go.
+  std::vector<Retired> retired;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    buffers.swap(retiredBuffers_);
-    retiredOperations_ = 0;
-    owned.swap(retiredOwned_);
-    pinned.swap(retiredPinned_);
+    pairsClosed_ = true;
+    retired.swap(retired_);
   }
-  buffers.clear();
-  owned.clear();
-  for (auto& p : pinned) p.release();
+  release(std::move(retired));
 }
 
 }  // namespace tlgloo

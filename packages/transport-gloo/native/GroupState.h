@@ -1,14 +1,12 @@
 #pragma once
 
 #include "ExtContext.h"
-#include "PinnedBytes.h"
-
-#include <napi.h>
 
 #include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,19 +20,16 @@ class Job;
 // One rank's membership of a group, shared by its JS wrapper and the native threads of its jobs.
 // Owns the gloo context; knows whether the group still works (a gloo timeout or I/O error poisons
 // the whole context, so it is then "broken" until destroyed and created again) and keeps what gloo
-// may still touch after an aborted operation until the pairs are closed.
+// may still touch after an aborted operation until it no longer can.
 class GroupState {
  public:
-  // `owner`: the JS environment that creates (and destroys) the group. `deviceCpusByRank`: if this
-  // group opens the process's device, its thread takes this rank's share of the CPUs (Device).
-  GroupState(napi_env owner, int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank);
+  // `deviceCpusByRank`: if this group opens the process's device, its thread takes this rank's
+  // share of the CPUs (Device).
+  GroupState(int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank);
   GroupState(const GroupState&) = delete;
   GroupState& operator=(const GroupState&) = delete;
 
   int rank() const { return rank_; }
-  // Whether `env` created the group: memory pinned in another environment (a main thread receiving
-  // through a published group) cannot be released from the owner's thread at close().
-  bool ownedBy(napi_env env) const { return env == owner_; }
   int size() const { return size_; }
 
   // This rank's contribution to the all-gather (see AddressBlob).
@@ -63,6 +58,8 @@ class GroupState {
   std::shared_ptr<ExtContext> context();
 
   void markBroken(const std::string& reason);
+  // Whether close() was called.
+  bool closed();
   std::string brokenReason();
 
   // JS thread: collective tags, taken in call order so that every rank numbers its collectives alike.
@@ -71,14 +68,23 @@ class GroupState {
   void attach(const std::shared_ptr<Job>& job);
   void detach(const Job* job);
 
-  // Posted-but-unfinished buffers of an aborted operation, and memory they point into. Destroying
-  // such a buffer wedges its pair (gloo stalls on a message for a vanished buffer), so they live
-  // until close(). False (and nothing kept) once the group is closed.
-  bool retire(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<std::shared_ptr<void>>& owned);
-  // JS thread: the tensor memory of such an operation. False (nothing kept) once closed.
-  bool retirePinned(std::vector<PinnedBytes>& pinned);
-  // What the retired operations keep until close(): their posted buffers, and the bytes of tensor
-  // memory pinned for them.
+  // A buffer an operation posted to the pair with `peer` and that gloo had not finished with when
+  // the operation ended (it was aborted, or failed).
+  struct Posted {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    int peer;
+  };
+
+  // Keeps such buffers, and memory of the operation's own (`owned`) that they point into: destroying
+  // a posted buffer wedges its pair (gloo stalls on a message for a vanished buffer), and its memory
+  // may still be written. They go, and `released` is called (on whichever thread saw it, at most
+  // once), as soon as gloo can no longer touch them: once their pairs are closed (the peer died, or
+  // the group closed; gloo tells no late completion). `pinnedBytes`: the caller's tensor memory
+  // among them.
+  void retire(std::vector<Posted> posted, std::vector<std::shared_ptr<void>> owned, size_t pinnedBytes, std::function<void()> released);
+  // Lets go of what retired operations keep and gloo no longer touches.
+  void sweep();
+  // What the retired operations keep: their count, and the bytes of tensor memory among them.
   struct Stranded {
     size_t operations;
     size_t bytes;
@@ -91,7 +97,18 @@ class GroupState {
  private:
   enum class Phase { Created, Connecting, Connected, Closed };
 
-  const napi_env owner_;
+  struct Retired {
+    std::vector<Posted> posted;
+    std::vector<std::shared_ptr<void>> owned;
+    size_t pinnedBytes;
+    std::function<void()> released;
+  };
+
+  // Whether gloo is done with every buffer of `retired` (once true, it stays so).
+  bool settled(const Retired& retired);
+  // Outside mutex_: destroying a buffer may wait for gloo's device thread.
+  static void release(std::vector<Retired> retired);
+
   const int rank_;
   const int size_;
   std::shared_ptr<ExtContext> context_;
@@ -103,14 +120,13 @@ class GroupState {
 
   std::mutex mutex_;
   Phase phase_ = Phase::Created;
+  // Set by close() once the pairs are closed: nothing retired is kept after that.
+  bool pairsClosed_ = false;
   std::string broken_;
   uint32_t nextTag_ = 1;
   std::vector<std::weak_ptr<Job>> jobs_;
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> retiredBuffers_;
-  // Aborted operations retired: one may leave several buffers posted (a header and its tensors).
-  size_t retiredOperations_ = 0;
-  std::vector<std::shared_ptr<void>> retiredOwned_;
-  std::vector<PinnedBytes> retiredPinned_;
+  // Operations that ended with buffers still posted: one may leave several (a header and its tensors).
+  std::vector<Retired> retired_;
 };
 
 }  // namespace tlgloo

@@ -5,6 +5,7 @@
 #include <gloo/common/error.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 namespace tlgloo {
@@ -22,6 +23,7 @@ Failure classify(const std::exception& e) {
 
 Job::Job(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<PinnedBytes> memory, std::chrono::milliseconds timeout)
     : deferred_(Napi::Promise::Deferred::New(env)),
+      retired_(Napi::Promise::Deferred::New(env)),
       group_(std::move(group)),
       memory_(std::move(memory)),
       deadline_(std::chrono::steady_clock::now() + timeout) {}
@@ -34,6 +36,7 @@ Napi::Object Job::start(Napi::Env env) {
   JobThreads::run([self] { self->execute(); });
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", promise());
+  handle.Set("retired", retired_.Promise());
   handle.Set("abort", Napi::Function::New(env, [self](const Napi::CallbackInfo& info) {
                self->abort();
                // An aborted job may linger in an uninterruptible gloo call: it must not keep the
@@ -65,10 +68,10 @@ bool Job::aborted() {
   return aborted_;
 }
 
-gloo::transport::UnboundBuffer& Job::track(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, Direction direction) {
+gloo::transport::UnboundBuffer& Job::track(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, Direction direction, int peer) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (aborted_) throw Failure(Failure::Kind::Aborted, "aborted");
-  tracked_.push_back(Tracked{std::move(buffer), direction, false});
+  tracked_.push_back(Tracked{std::move(buffer), direction, peer, false});
   return *tracked_.back().buffer;
 }
 
@@ -108,47 +111,71 @@ void Job::attempt(void (Job::*step)()) {
     // A peer that announces other data than agreed leaves unmatched messages on the pair.
     if (f.kind() == Failure::Kind::Protocol) group_->markBroken(f.what());
   } catch (const std::exception& e) {
-    failure_ = classify(e);
+    // Closing the group ends gloo's waits with an I/O error: that is not what happened.
+    failure_ = group_->closed() ? Failure(Failure::Kind::Closed, "the group was destroyed") : classify(e);
     group_->markBroken(failure_->what());
   }
 }
 
 void Job::execute() {
   if (!failure_.has_value()) attempt(&Job::run);
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
+  std::vector<GroupState::Posted> posted;
   std::vector<std::shared_ptr<void>> owned;
-  bool incomplete;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    incomplete = std::any_of(tracked_.begin(), tracked_.end(), [](const Tracked& t) { return !t.done; });
-    for (auto& t : tracked_) buffers.push_back(std::move(t.buffer));
+    for (auto& t : tracked_) {
+      if (!t.done) posted.push_back(GroupState::Posted{std::move(t.buffer), t.peer});
+    }
+    // Those gloo is done with go now: its buffer destructor waits until the device thread let go.
     tracked_.clear();
     owned.swap(owned_);
     finished_ = true;
   }
-  if (incomplete) memoryRetired_ = group_->retire(buffers, owned);
-  // Whatever is left is done with (or its pairs are closed): gloo's buffer destructor waits until
-  // the device thread has let go of it, so its memory is free to release afterwards.
-  buffers.clear();
-  owned.clear();
+  size_t pinnedBytes = 0;
+  for (const auto& m : memory_) {
+    const bool used = std::any_of(posted.begin(), posted.end(), [&m](const GroupState::Posted& p) {
+      return static_cast<const char*>(p.buffer->ptr) >= m.data() && static_cast<const char*>(p.buffer->ptr) < m.data() + m.size();
+    });
+    if (used) pinnedBytes += m.size();
+  }
+  // Read by settle(), which the call below hands over to the JS thread.
+  memoryPosted_ = pinnedBytes > 0;
   auto self = shared_from_this();
   tsfn_.BlockingCall([self](Napi::Env env, Napi::Function) { self->settle(env); });
-  tsfn_.Release();
+  if (posted.empty()) {
+    tsfn_.Release();
+    return;
+  }
+  // Queued behind settle() on the JS thread, whenever the group lets go.
+  std::function<void()> released;
+  if (memoryPosted_) released = [self] { self->releaseMemory(); };
+  else tsfn_.Release();
+  group_->retire(std::move(posted), std::move(owned), pinnedBytes, std::move(released));
 }
 
 void Job::settle(Napi::Env env) {
   group_->detach(this);
-  // An unfinished job's buffers stay posted until the group closes, so their memory must outlive
-  // them: the owner's environment hands it to the group (released at close). Memory pinned in another
-  // environment (a main thread receiving through a published group) cannot be released from the
-  // owner's thread: it stays pinned for the life of the process (core quarantines it as well).
-  const bool kept = memoryRetired_ && (!group_->ownedBy(env) || group_->retirePinned(memory_));
-  if (!kept) {
+  if (memoryPosted_) {
+    // Kept until the group lets go: that must not keep the thread's event loop alive.
+    tsfn_.Unref(env);
+  } else {
     for (auto& m : memory_) m.release();
+    memory_.clear();
+    retired_.Resolve(env.Undefined());
   }
-  memory_.clear();
   if (failure_.has_value()) deferred_.Reject(failure_->toError(env).Value());
   else deferred_.Resolve(env.Undefined());
+}
+
+void Job::releaseMemory() {
+  auto self = shared_from_this();
+  // Refused once the job's environment is gone: its references then stay, as PinnedBytes says.
+  tsfn_.NonBlockingCall([self](Napi::Env env, Napi::Function) {
+    for (auto& m : self->memory_) m.release();
+    self->memory_.clear();
+    self->retired_.Resolve(env.Undefined());
+  });
+  tsfn_.Release();
 }
 
 }  // namespace tlgloo

@@ -26,7 +26,9 @@ class Job : public std::enable_shared_from_this<Job> {
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 
-  // JS thread: hands the job to a thread and returns { promise, abort } for JS.
+  // JS thread: hands the job to a thread and returns { promise, retired, abort } for JS. `retired`
+  // settles once gloo no longer touches the job's memory: when the job settles, or for buffers it
+  // left posted, once the group retired them (GroupState::retire).
   Napi::Object start(Napi::Env env);
 
   // Any thread: ends the job's waits (gloo's abortWaitSend/abortWaitRecv); it then fails as aborted.
@@ -45,9 +47,9 @@ class Job : public std::enable_shared_from_this<Job> {
   GroupState& group() const { return *group_; }
   const std::vector<PinnedBytes>& memory() const { return memory_; }
 
-  // Registers a buffer before the caller posts it, so that abort() reaches its wait and an aborted
-  // job retires it; Failure(Aborted) instead once the job is aborted.
-  gloo::transport::UnboundBuffer& track(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, Direction direction);
+  // Registers a buffer before the caller posts it to the pair with `peer`, so that abort() reaches
+  // its wait and an aborted job retires it; Failure(Aborted) instead once the job is aborted.
+  gloo::transport::UnboundBuffer& track(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, Direction direction, int peer);
   // Memory of the job's own that tracked buffers point into (kept as long as they are).
   void own(std::shared_ptr<void> memory);
   // Waits for every tracked buffer not yet waited for; Failure(Aborted) when aborted.
@@ -60,6 +62,7 @@ class Job : public std::enable_shared_from_this<Job> {
   struct Tracked {
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
     Direction direction;
+    int peer;
     bool done;
   };
 
@@ -67,8 +70,12 @@ class Job : public std::enable_shared_from_this<Job> {
   void attempt(void (Job::*step)());
   void execute();
   void settle(Napi::Env env);
+  // Any thread, once the group let go of what the job left posted: releases its memory on its own
+  // JS thread and settles `retired`.
+  void releaseMemory();
 
   Napi::Promise::Deferred deferred_;
+  Napi::Promise::Deferred retired_;
   Napi::ThreadSafeFunction tsfn_;
   std::shared_ptr<GroupState> group_;
   std::vector<PinnedBytes> memory_;
@@ -82,7 +89,7 @@ class Job : public std::enable_shared_from_this<Job> {
 
   // Written by the starting thread (post) and then the job's thread, before it hands over to the JS thread.
   std::optional<Failure> failure_;
-  bool memoryRetired_ = false;
+  bool memoryPosted_ = false;
 };
 
 }  // namespace tlgloo

@@ -12,7 +12,7 @@ void ReceiveJob::post() {
   // receive would abort the process inside gloo.
   announced_ = std::make_shared<std::vector<char>>(ObjectHeader::kSize + ObjectHeader::kInlineMax);
   own(announced_);
-  track(group().context()->createUnboundBuffer(announced_->data(), announced_->size()), Direction::Recv)
+  track(group().context()->createUnboundBuffer(announced_->data(), announced_->size()), Direction::Recv, peer())
       .recv(peer(), TransferKey(objectId()).headerSlot());
 }
 
@@ -34,7 +34,7 @@ void ReceiveJob::run() {
   }
   for (size_t i = 0; i < memory().size(); i++) {
     if (lengths[i] == 0) continue;
-    track(context->createUnboundBuffer(memory()[i].data(), lengths[i]), Direction::Recv).recv(peer(), key.dataSlot(i));
+    track(context->createUnboundBuffer(memory()[i].data(), lengths[i]), Direction::Recv, peer()).recv(peer(), key.dataSlot(i));
   }
   waitAll();
 }

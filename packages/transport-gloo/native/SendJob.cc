@@ -17,12 +17,12 @@ void SendJob::run() {
     for (size_t i = 0; i < memory().size(); i++) message->insert(message->end(), memory()[i].data(), memory()[i].data() + lengths[i]);
   }
   own(message);
-  track(context->createUnboundBuffer(message->data(), message->size()), Direction::Send).send(peer(), key.headerSlot());
+  track(context->createUnboundBuffer(message->data(), message->size()), Direction::Send, peer()).send(peer(), key.headerSlot());
   if (!header.inlined()) {
     // All sends are posted at once: each leaves as soon as the consumer has posted its receive.
     for (size_t i = 0; i < memory().size(); i++) {
       if (lengths[i] == 0) continue;
-      track(context->createUnboundBuffer(memory()[i].data(), lengths[i]), Direction::Send).send(peer(), key.dataSlot(i));
+      track(context->createUnboundBuffer(memory()[i].data(), lengths[i]), Direction::Send, peer()).send(peer(), key.dataSlot(i));
     }
   }
   waitAll();

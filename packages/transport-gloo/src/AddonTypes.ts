@@ -13,6 +13,12 @@ export interface NativeFailure extends Error {
 /** One blocking operation running on a native thread. */
 export interface NativeOperation {
   readonly promise: Promise<void>
+  /**
+   * Settles once gloo no longer touches the operation's buffers: when the operation settles, or for
+   * buffers it left posted (an abort cannot take them back), once their pairs close (the peer died,
+   * or the group was destroyed; `Group.sweep` looks).
+   */
+  readonly retired: Promise<void>
   /** Ends the operation's gloo waits; its promise then rejects with code "aborted" (a collective instead breaks the group). */
   readonly abort: () => void
 }
@@ -24,8 +30,8 @@ export interface NativeGroup {
   /** Why the group no longer works (a gloo timeout or I/O error poisons its context), else undefined. */
   readonly broken: string | undefined
   /**
-   * What aborted operations keep until the group is destroyed: gloo cannot take back a posted send
-   * or receive, so its buffers (and the tensor memory pinned for them) stay with the group.
+   * What aborted operations keep: gloo cannot take back a posted send or receive, so its buffers
+   * (and the tensor memory they point into) stay with the group until their pairs close.
    */
   readonly stranded: { readonly operations: number; readonly bytes: number }
   /**
@@ -62,6 +68,8 @@ export interface NativeGroup {
   broadcast(buffers: ReadonlyArray<Uint8Array>, root: number, timeoutMs: number): NativeOperation
   /** Aborts running operations and closes the pairs; later operations reject with code "closed". Not on an attached group. */
   destroy(): void
+  /** Lets go of what aborted operations left posted on pairs that have closed since (a peer died); from any thread. */
+  sweep(): void
   /** Makes the connected group reachable by name from every thread of the process (`Group.attach`) until destroyed. */
   publish(name: string): void
 }

@@ -73,8 +73,28 @@ const groupOf = (name: string): NativeGroup => {
 
 const attached = (name: string): NativeGroup | undefined => loadAddon().addon.Group.attach(name)
 
-/** Runs a native operation until it settles, or until the signal aborts it: then at once with the signal's reason. */
-const run = (start: () => NativeOperation, signal: AbortSignal, what: string, timeoutMs: number): Promise<void> => {
+/** How often a failed operation's buffers that stay posted are looked at again (their pair may have closed). */
+const SWEEP_INTERVAL_MS = 250
+
+/** Until `operation` is retired, lets the group let go of its buffers once their pair closed. */
+const sweepUntilRetired = (native: NativeGroup, operation: NativeOperation): void => {
+  const timer = setInterval(() => native.sweep(), SWEEP_INTERVAL_MS)
+  timer.unref()
+  void operation.retired.then(() => clearInterval(timer))
+}
+
+/**
+ * Runs a native operation until it settles, or until the signal aborts it: then at once with the
+ * signal's reason. `writesUntil` hears when gloo no longer touches the operation's buffers.
+ */
+const run = (
+  native: NativeGroup,
+  start: () => NativeOperation,
+  signal: AbortSignal,
+  what: string,
+  timeoutMs: number,
+  writesUntil: ((done: Promise<unknown>) => void) | undefined,
+): Promise<void> => {
   if (signal.aborted) return Promise.reject(signal.reason)
   let operation: NativeOperation
   try {
@@ -82,9 +102,11 @@ const run = (start: () => NativeOperation, signal: AbortSignal, what: string, ti
   } catch (error) {
     return Promise.reject(toTensorlaneError(error, what, timeoutMs))
   }
+  writesUntil?.(operation.retired)
   return new Promise<void>((resolve, reject) => {
     const onAbort = () => {
       operation.abort()
+      sweepUntilRetired(native, operation)
       reject(signal.reason)
     }
     signal.addEventListener("abort", onAbort, { once: true })
@@ -95,6 +117,7 @@ const run = (start: () => NativeOperation, signal: AbortSignal, what: string, ti
       },
       (error) => {
         signal.removeEventListener("abort", onAbort)
+        sweepUntilRetired(native, operation)
         reject(toTensorlaneError(error, what, timeoutMs))
       },
     )
@@ -134,9 +157,8 @@ const strandedInGroups = (): Array<string> => {
     const stranded = addon.Group.attach(name)?.stranded
     if (stranded === undefined || stranded.operations === 0) return []
     const what = stranded.operations === 1 ? "1 aborted operation stays" : `${stranded.operations} aborted operations stay`
-    // Memory pinned by another thread than the group's creator is not the group's to keep (core keeps it).
     const memory = stranded.bytes > 0 ? `, keeping ${stranded.bytes} bytes of tensor memory` : ""
-    return [`gloo group "${name}": ${what} posted until it is destroyed${memory}`]
+    return [`gloo group "${name}": ${what} posted until it is destroyed or the peer goes${memory}`]
   })
 }
 
@@ -144,7 +166,8 @@ export const gloo = defineTransport({
   name: TRANSPORT,
   // Groups are published natively, so a main thread receives through the agent's group itself.
   // Slots derive from the object id: a receive takes its own object's send, whatever their order.
-  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true, matchesByObject: true },
+  // A failed operation's buffers that stay posted are free again once their pair closes (`retired`).
+  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true, matchesByObject: true, tracksBuffers: true },
 
   createGroup: async (setup) => {
     if (groups.has(setup.name)) {
@@ -188,10 +211,10 @@ export const gloo = defineTransport({
       return t.contiguousBytes()
     })
     const timeoutMs = waitTimeoutMs()
-    await run(() => native.send(toRank, object.objectId, buffers, timeoutMs), signal, what, timeoutMs)
+    await run(native, () => native.send(toRank, object.objectId, buffers, timeoutMs), signal, what, timeoutMs, undefined)
   },
 
-  receive: async ({ objectId, group, fromRank, tensors, into, signal }) => {
+  receive: async ({ objectId, group, fromRank, tensors, into, signal, writesUntil }) => {
     const what = `gloo receive of ${objectId} from rank ${fromRank} in group "${group}"`
     const native = groupOf(group)
     if (into.length !== tensors.length) {
@@ -205,10 +228,10 @@ export const gloo = defineTransport({
       return bytes
     })
     const timeoutMs = waitTimeoutMs()
-    await run(() => native.receive(fromRank, objectId, buffers, timeoutMs), signal, what, timeoutMs)
+    await run(native, () => native.receive(fromRank, objectId, buffers, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 
-  allreduce: async ({ group, tensors, op, signal }) => {
+  allreduce: async ({ group, tensors, op, signal, writesUntil }) => {
     const what = `gloo allreduce (${op}) in group "${group}"`
     const native = groupOf(group)
     for (const t of tensors) {
@@ -218,10 +241,10 @@ export const gloo = defineTransport({
     }
     const buffers = tensors.map((t) => inPlaceBytes(t, what))
     const timeoutMs = waitTimeoutMs()
-    await run(() => native.allreduce(buffers, tensors.map((t) => t.dtype), op, timeoutMs), signal, what, timeoutMs)
+    await run(native, () => native.allreduce(buffers, tensors.map((t) => t.dtype), op, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 
-  broadcast: async ({ group, tensors, root, signal }) => {
+  broadcast: async ({ group, tensors, root, signal, writesUntil }) => {
     const what = `gloo broadcast from rank ${root} in group "${group}"`
     const native = groupOf(group)
     if (!Number.isInteger(root) || root < 0 || root >= native.size) {
@@ -229,7 +252,7 @@ export const gloo = defineTransport({
     }
     const buffers = tensors.map((t) => inPlaceBytes(t, what))
     const timeoutMs = waitTimeoutMs()
-    await run(() => native.broadcast(buffers, root, timeoutMs), signal, what, timeoutMs)
+    await run(native, () => native.broadcast(buffers, root, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 
   // Registers nothing; lists what aborted operations keep in this process's groups (process-wide,

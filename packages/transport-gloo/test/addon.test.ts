@@ -219,6 +219,57 @@ describe("an aborted receive of several tensors", () => {
   })
 })
 
+describe("what an aborted operation keeps", () => {
+  // The receive's tensor memory is posted to gloo, which cannot take it back: its sender may still
+  // write it, until the pair is closed.
+  it.each([
+    { end: "its peer dies", close: async (from: Peer) => from.kill() },
+    { end: "its group is destroyed", close: async (_from: Peer, to: Peer) => to.call("destroy") },
+  ])("a receive aborted mid-transfer keeps its memory until $end, then lets go of it", async ({ close }) => {
+    const bytes = 64 * MiB
+    await underWay("kept", [bytes], async (from, to, receiving) => {
+      from.child.kill("SIGSTOP")
+      await to.call("abort", { op: "kept" })
+      expect((await failureOf(receiving)).code).toBe("aborted")
+      expect(await to.call("stranded")).toEqual({ operations: 1, bytes })
+      await to.call("sweep")
+      expect(await to.call("retired", { op: "kept", ms: 300 })).toBe("posted")
+      await close(from, to)
+      // A dead peer's pair closes by itself: the next sweep finds it so.
+      for (let i = 0; i < 100 && (await to.call("retired", { op: "kept", ms: 10 })) === "posted"; i++) await to.call("sweep")
+      expect(await to.call("retired", { op: "kept", ms: 0 })).toBe("retired")
+    })
+  })
+
+  it("a receive aborted before its sender sent anything keeps no tensor memory", async () => {
+    await peers[1].call("alloc", { name: "unsent/in", bytes: 1 * MiB })
+    const pending = peers[1].call("receive", { op: "unsent", peer: 0, objectId: "unsent", names: ["unsent/in"] })
+    await new Promise((r) => setTimeout(r, 100))
+    await peers[1].call("abort", { op: "unsent" })
+    expect((await failureOf(pending)).code).toBe("aborted")
+    expect(await peers[1].call("retired", { op: "unsent", ms: 1000 })).toBe("retired")
+    // Only its header's receive stays posted, in memory of the group's own.
+    expect(await peers[1].call("stranded")).toMatchObject({ bytes: 0 })
+  })
+
+  it("a collective waiting for a root that never comes ends when its group is destroyed, and lets go of its memory", async () => {
+    const pair = await Promise.all([Peer.spawn(), Peer.spawn()])
+    try {
+      await connectGroup(pair)
+      await pair[1].call("alloc", { name: "b", bytes: 1 * MiB })
+      const waiting = pair[1].call("broadcast", { names: ["b"], root: 0 })
+      await new Promise((r) => setTimeout(r, 200))
+      const started = Date.now()
+      await pair[1].call("destroy")
+      expect((await failureOf(waiting)).code).toBe("closed")
+      expect(Date.now() - started).toBeLessThan(1000)
+      expect(await pair[1].call("retired", { op: "broadcast", ms: 1000 })).toBe("retired")
+    } finally {
+      for (const p of pair) p.kill()
+    }
+  })
+})
+
 describe("collectives", () => {
   it("allreduce sums, maxes and multiplies in place on every rank", async () => {
     await Promise.all(

@@ -35,8 +35,9 @@ const parseMetadata = (metadata: unknown, count: number, objectId: string): Nixl
 
 export const nixl: TensorTransport = defineTransport({
   name: TRANSPORT,
-  // Regions, their reference counts and the NIXL agent live in the addon, one per process.
-  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu", "cuda"], receiveIntoBuffers: true, anyThread: true },
+  // Regions, their reference counts and the NIXL agent live in the addon, one per process. A fetch
+  // settles only once NIXL no longer touches its destinations, aborted or not.
+  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu", "cuda"], receiveIntoBuffers: true, anyThread: true, tracksBuffers: true },
 
   extractMetadata: ({ objectId, tensors }) => {
     if (tensors.length === 0) return undefined

@@ -18,7 +18,8 @@ import { toWireTensor } from "./wireTensor.js"
 import { Connection } from "./connection.js"
 import type { Frame } from "./frame.js"
 import { type FromActor, type ObjectInfo, type ToActor, type TransferStat, decodeToActor } from "./messages.js"
-import { ProcessRuntime, type Resolved, quarantine, tensorsFromBytes } from "./processRuntime.js"
+import { ProcessRuntime, type Resolved, tensorsFromBytes } from "./processRuntime.js"
+import { quarantine } from "./quarantine.js"
 import { validateMeta } from "./tensorMeta.js"
 import { loadTransports, objectStoreName } from "./transportRegistry.js"
 import { checkTimeout, describe } from "./arguments.js"
@@ -419,21 +420,23 @@ class Actor {
         if (member === undefined) {
           throw new MissingGroupError({ message: `${this.init.actorId} is in no group named "${name}"`, backend: "" })
         }
-        const collective = async (kind: "allreduce" | "broadcast", tensors: ReadonlyArray<Tensor>, reduce: ReduceOp, root: number, timeoutMs?: number) =>
-          this.runtime.agent
-            .command<void>({
-              op: "collective",
-              kind,
-              group: name,
-              tensors: tensors.map(toWireTensor),
-              reduce,
-              root,
-              timeoutMs: checkTimeout(timeoutMs, "timeoutMs") ?? this.init.transferTimeoutMs,
-            })
-            .catch((error: unknown) => {
-              quarantine(tensors)
-              throw error
-            })
+        const collective = async (kind: "allreduce" | "broadcast", tensors: ReadonlyArray<Tensor>, reduce: ReduceOp, root: number, timeoutMs?: number) => {
+          const transfer = this.runtime.agent.transfer({
+            op: "collective",
+            kind,
+            group: name,
+            tensors: tensors.map(toWireTensor),
+            reduce,
+            root,
+            timeoutMs: checkTimeout(timeoutMs, "timeoutMs") ?? this.init.transferTimeoutMs,
+          })
+          try {
+            await transfer.done
+          } catch (error) {
+            quarantine(tensors, transfer.released())
+            throw error
+          }
+        }
         return {
           ...member,
           allreduce: (tensors, options) => collective("allreduce", tensors, options?.op ?? "sum", 0, options?.timeoutMs),

@@ -26,6 +26,7 @@ import { type WireTensor, fromWireTensor } from "./wireTensor.js"
 import { fromWireError, toWireError } from "./wireError.js"
 import { PendingTransfers, transferLabel } from "./pendingTransfers.js"
 import { pidExists, statFields } from "./processes.js"
+import { BufferUse } from "./quarantine.js"
 import { receiveLabel, receiveObject } from "./receiveObject.js"
 
 export type AgentCommand =
@@ -85,11 +86,16 @@ interface Held {
 
 interface OutgoingRequest {
   readonly expected: ReadonlyArray<TensorMeta>
-  readonly into: ReadonlyArray<Uint8Array>
+  /** Dropped once given up on before its body came: that memory is no longer this request's. */
+  into: ReadonlyArray<Uint8Array>
   readonly resolve: () => void
   readonly reject: (error: Error) => void
   /** Given up on (timeout): its reply may still come, and is read into scratch memory of the expected size. */
   abandoned: boolean
+  /** Its reply's body is being read into `into`. */
+  readingInto: boolean
+  /** `into` is no longer written: the reply was read, its connection closed, or it was given up on before its body came. */
+  readonly ended: () => void
 }
 
 /**
@@ -122,7 +128,7 @@ export class Agent {
 
   async start(): Promise<void> {
     this.transports = await loadTransports(this.options.transports, {
-      fetchFrom: (r) => this.fetchFrom(r.producerAddress, r.objectId, r.tensors, r.into, r.signal),
+      fetchFrom: (r) => this.fetchFrom(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
     })
     fs.rmSync(this.options.address, { force: true })
     await new Promise<void>((resolve, reject) => {
@@ -145,8 +151,8 @@ export class Agent {
     return transport
   }
 
-  /** Commands from the main thread of this process. */
-  async command(command: AgentCommand): Promise<unknown> {
+  /** Commands from the main thread of this process; `uses` hears of the transport call of a receive or collective. */
+  async command(command: AgentCommand, uses: (use: BufferUse) => void = () => undefined): Promise<unknown> {
     switch (command.op) {
       case "register": {
         const transport = this.transport(command.transport)
@@ -170,9 +176,9 @@ export class Agent {
         return undefined
       }
       case "receive":
-        return this.receive(command)
+        return this.receive(command, uses)
       case "collective":
-        return this.collective(command)
+        return this.collective(command, uses)
       case "inspect":
         return {
           pendingTransfers: this.pending.labels(),
@@ -194,15 +200,18 @@ export class Agent {
     for (const resolve of waiting ?? []) resolve()
   }
 
-  private receive(command: Extract<AgentCommand, { op: "receive" }>): Promise<void> {
+  private receive(command: Extract<AgentCommand, { op: "receive" }>, uses: (use: BufferUse) => void): Promise<void> {
     const into = command.into.map(fromWireTensor)
     const request = { ...command, into, hasGroup: (group: string) => this.groups.has(group) }
+    const transport = this.transport(command.via)
+    const use = new BufferUse(transport)
+    uses(use)
     return this.pending.track(receiveLabel(command), command.info.producer, command.timeoutMs, (signal) =>
-      receiveObject(this.transport(command.via), request, signal),
+      use.run((writesUntil) => receiveObject(transport, { ...request, writesUntil }, signal)),
     )
   }
 
-  private collective(command: Extract<AgentCommand, { op: "collective" }>): Promise<void> {
+  private collective(command: Extract<AgentCommand, { op: "collective" }>, uses: (use: BufferUse) => void): Promise<void> {
     const group = this.groups.get(command.group)
     if (group === undefined) {
       return Promise.reject(new MissingGroupError({ message: `${this.options.processId} is in no group named "${command.group}"`, backend: "" }))
@@ -214,10 +223,14 @@ export class Agent {
     }
     const tensors = command.tensors.map(fromWireTensor)
     const label = `${group.backend} ${command.kind} in ${command.group}`
+    const use = new BufferUse(transport)
+    uses(use)
     return this.pending.track(label, "", command.timeoutMs, (signal) =>
-      command.kind === "allreduce"
-        ? transport.allreduce!({ group: command.group, tensors, op: command.reduce, signal })
-        : transport.broadcast!({ group: command.group, tensors, root: command.root, signal }),
+      use.run((writesUntil) =>
+        command.kind === "allreduce"
+          ? transport.allreduce!({ group: command.group, tensors, op: command.reduce, signal, writesUntil })
+          : transport.broadcast!({ group: command.group, tensors, root: command.root, signal, writesUntil }),
+      ),
     )
   }
 
@@ -228,9 +241,12 @@ export class Agent {
     expected: ReadonlyArray<TensorMeta>,
     into: ReadonlyArray<Tensor>,
     signal: AbortSignal,
+    writesUntil: ((done: Promise<unknown>) => void) | undefined,
   ): Promise<void> {
     const connection = await this.connection(address)
     const reqId = this.nextId++
+    let ended!: () => void
+    writesUntil?.(new Promise<void>((resolve) => (ended = resolve)))
     await new Promise<void>((resolve, reject) => {
       const request: OutgoingRequest = {
         expected,
@@ -244,9 +260,15 @@ export class Agent {
           reject(error)
         },
         abandoned: false,
+        readingInto: false,
+        ended,
       }
       const onAbort = () => {
         request.abandoned = true
+        if (!request.readingInto) {
+          request.into = []
+          ended()
+        }
         reject(signal.reason)
       }
       signal.addEventListener("abort", onAbort, { once: true })
@@ -269,7 +291,9 @@ export class Agent {
           const mismatch = metaMismatch(request.expected, reply.tensors)
           if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
           // Bytes of a request given up on land in scratch memory (of the size asked for) to keep the stream in sync.
-          return request.abandoned ? request.expected.map((m) => new Uint8Array(m.nbytes)) : request.into
+          if (request.abandoned) return request.expected.map((m) => new Uint8Array(m.nbytes))
+          request.readingInto = true
+          return request.into
         },
         onClose: (error) => {
           this.outgoing.delete(address)
@@ -279,6 +303,7 @@ export class Agent {
           })
           for (const [reqId, request] of this.requests) {
             this.requests.delete(reqId)
+            request.ended()
             request.reject(failure)
           }
         },
@@ -294,6 +319,7 @@ export class Agent {
     const request = this.requests.get(reply.reqId)
     if (request === undefined) return
     this.requests.delete(reply.reqId)
+    request.ended()
     if (request.abandoned) return
     if (reply._tag === "Data") request.resolve()
     else if (reply._tag === "Failed") request.reject(fromWireError(reply.error, { actor: "agent", method: "fetch" }))

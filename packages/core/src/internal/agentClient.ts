@@ -6,10 +6,23 @@ import type { WireError } from "./messages.js"
 import { TransferError } from "../Errors.js"
 import { fromWireError } from "./wireError.js"
 
-type Reply = { id: number; value?: unknown; error?: WireError } | { started: boolean; error?: WireError } | AgentEvent
+type Reply =
+  | { id: number; value?: unknown; error?: WireError }
+  | { started: boolean; error?: WireError }
+  | AgentEvent
+  /** After a failed command: its transport no longer writes the command's tensors. */
+  | { released: number }
+
+/** A receive or collective: its outcome, and when its transport no longer writes its tensors. */
+export interface Transfer {
+  readonly done: Promise<void>
+  readonly released: () => Promise<void>
+}
 
 export class AgentClient {
   private readonly calls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
+  /** Transfers the agent ran, by command id, until their transport no longer writes their tensors. */
+  private readonly releases = new Map<number, () => void>()
   private nextId = 1
   private dead: Error | undefined
 
@@ -39,6 +52,8 @@ export class AgentClient {
           else reject(fromWireError(message.error!, { actor: options.processId, method: "agent start" }))
         } else if ("event" in message) {
           onEvent(message)
+        } else if ("released" in message) {
+          client.release(message.released)
         } else {
           client.settle(message)
         }
@@ -59,16 +74,41 @@ export class AgentClient {
     this.dead ??= error
     for (const call of this.calls.values()) call.reject(error)
     this.calls.clear()
+    // Nobody is left to say that a failed transfer's tensors are free again: they stay quarantined.
+    this.releases.clear()
+  }
+
+  private release(id: number): void {
+    this.releases.get(id)?.()
+    this.releases.delete(id)
   }
 
   command<A = unknown>(command: AgentCommand): Promise<A> {
-    if (this.dead !== undefined) return Promise.reject(this.dead)
+    return this.post<A>(command).reply
+  }
+
+  /**
+   * A receive or collective run by the agent. Its tensors are free once it succeeded; after a failure,
+   * once the agent says its transport no longer writes them (never, for a transport that cannot tell).
+   */
+  transfer(command: Extract<AgentCommand, { op: "receive" | "collective" }>): Transfer {
+    const { id, reply } = this.post<void>(command)
+    if (id === undefined) return { done: reply, released: () => Promise.resolve() }
+    const released = new Promise<void>((resolve) => this.releases.set(id, resolve))
+    reply.then(() => this.release(id), () => undefined)
+    return { done: reply, released: () => released }
+  }
+
+  /** Posts a command to the agent; no id when the agent is gone (nothing was posted). */
+  private post<A>(command: AgentCommand): { id: number | undefined; reply: Promise<A> } {
+    if (this.dead !== undefined) return { id: undefined, reply: Promise.reject(this.dead) }
     const id = this.nextId++
-    return new Promise<A>((resolve, reject) => {
+    const reply = new Promise<A>((resolve, reject) => {
       if (this.calls.size === 0) this.worker.ref()
       this.calls.set(id, { resolve: resolve as (v: unknown) => void, reject })
       this.worker.postMessage({ id, command })
     })
+    return { id, reply }
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,7 @@
 /** Entry point of the transfer agent worker thread. */
 import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
 import { Agent, type AgentCommand, type AgentWorkerData } from "./agent.js"
+import type { BufferUse } from "./quarantine.js"
 import { toWireError } from "./wireError.js"
 
 const port = parentPort!
@@ -27,9 +28,14 @@ const reply = (id: number, outcome: { value: unknown } | { error: unknown }): vo
 }
 
 function run({ id, command }: { id: number; command: AgentCommand }): void {
-  agent.command(command).then(
+  let use: BufferUse | undefined
+  agent.command(command, (u) => (use = u)).then(
     (value) => reply(id, { value }),
-    (error) => reply(id, { error }),
+    (error) => {
+      reply(id, { error })
+      // The main thread keeps the tensors of a failed transfer until this; it ignores it for other commands.
+      void (use?.released() ?? Promise.resolve()).then(() => port.postMessage({ released: id }))
+    },
   )
 }
 

@@ -10,11 +10,12 @@ import { type ClusterIdentity, type ObjectRef, isObjectRef, requireRefOf, requir
 import { Tensor } from "../Tensor.js"
 import type { TensorStore } from "../TensorStore.js"
 import type { TensorTransport } from "../Transport.js"
-import type { AgentClient } from "./agentClient.js"
+import type { AgentClient, Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
 import type { ActorInspection, ObjectInfo, TensorMeta, TransferStat } from "./messages.js"
 import { PendingTransfers } from "./pendingTransfers.js"
-import { receiveLabel, receiveObject } from "./receiveObject.js"
+import { BufferUse, quarantine } from "./quarantine.js"
+import { type ReceiveObject, receiveLabel, receiveObject } from "./receiveObject.js"
 import { checkReceived, tensorMeta, validateMeta } from "./tensorMeta.js"
 import { objectStoreName, unknownTransport } from "./transportRegistry.js"
 import { decodeValue, encodeValue } from "./valueCodec.js"
@@ -306,17 +307,17 @@ export class ProcessRuntime {
     const request = { info, via, into, consumer: this.processId, collective: options.collective ?? false }
     const viaTransport = this.transport(via)
     const started = performance.now()
+    // A collective receive stays with the agent, which numbers the group's collectives.
+    const transfer =
+      viaTransport.capabilities.anyThread && !request.collective
+        ? this.receiveHere(viaTransport, request, options.timeoutMs)
+        : this.agent.transfer({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs })
     try {
-      // A collective receive stays with the agent, which numbers the group's collectives.
-      const transfer =
-        viaTransport.capabilities.anyThread && !request.collective
-          ? this.pending.track(receiveLabel(request), info.producer, options.timeoutMs, (signal) => receiveObject(viaTransport, request, signal))
-          : this.agent.command({ op: "receive", ...request, into: into.map(toWireTensor), timeoutMs: options.timeoutMs })
       // Once the microtasks that post the receive have run.
       setImmediate(this.whileReceiving)
-      await transfer
+      await transfer.done
     } catch (error) {
-      quarantine(into)
+      quarantine(into, transfer.released())
       throw error
     }
     // Recorded by the driver (metrics and span), which actors report theirs to.
@@ -330,6 +331,15 @@ export class ProcessRuntime {
       ms: performance.now() - started,
     }
     return { value: build(into), received: true, tensors: into, stat }
+  }
+
+  /** A receive this thread runs itself, with what its transport may write after it failed. */
+  private receiveHere(transport: TensorTransport, request: Omit<ReceiveObject, "writesUntil">, timeoutMs: number): Transfer {
+    const use = new BufferUse(transport)
+    const done = this.pending.track(receiveLabel(request), request.info.producer, timeoutMs, (signal) =>
+      use.run((writesUntil) => receiveObject(transport, { ...request, writesUntil }, signal)),
+    )
+    return { done, released: () => use.released() }
   }
 }
 
@@ -361,17 +371,6 @@ const warnUnanswered =
   (what: string) =>
   (error: Error): void =>
     process.emitWarning(`${what}: ${error.message}`, "TensorlaneWarning")
-
-const quarantined: Array<Tensor> = []
-
-/**
- * Keeps the buffers of a failed transfer or collective for the life of the process: a transport that
- * could not cancel (an aborted gloo receive stays posted) may still write them, so their memory must
- * never be recycled for new tensors. Failures are rare; the memory they pin is the price of safety.
- */
-export const quarantine = (tensors: ReadonlyArray<Tensor>): void => {
-  quarantined.push(...tensors)
-}
 
 /**
  * Tensors holding `bytes`, the concatenated contents of tensors described by `metas` (inline values,

@@ -19,16 +19,18 @@ export interface ReceiveObject {
   readonly collective: boolean
   /** Whether this thread knows the group; absent where the transport itself keeps track of its groups. */
   readonly hasGroup?: (group: string) => boolean
+  /** Hears what the transport may write after its promise settled (`BufferUse`). */
+  readonly writesUntil: (done: Promise<unknown>) => void
 }
 
 export const receiveLabel = ({ via, info, consumer }: Pick<ReceiveObject, "via" | "info" | "consumer">): string =>
   transferLabel(via, info.objectId, info.producer, consumer)
 
 export const receiveObject = async (transport: TensorTransport, request: ReceiveObject, signal: AbortSignal): Promise<void> => {
-  const { info, via, into } = request
+  const { info, via, into, writesUntil } = request
   const peers = { objectId: info.objectId, producer: info.producer, producerAddress: info.producerAddress, consumer: request.consumer }
   if (transport.capabilities.oneSided) {
-    await transport.fetch!({ ...peers, tensors: info.tensors, metadata: info.metadata, into, signal })
+    await transport.fetch!({ ...peers, tensors: info.tensors, metadata: info.metadata, into, signal, writesUntil })
   } else {
     const route = info.route
     if (route === undefined || request.hasGroup?.(route.group) === false) {
@@ -39,9 +41,9 @@ export const receiveObject = async (transport: TensorTransport, request: Receive
     }
     if (request.collective) {
       if (transport.broadcast === undefined) throw new UnsupportedOperationError({ message: `transport "${via}" has no broadcast` })
-      await transport.broadcast({ group: route.group, tensors: into, root: route.rank, signal })
+      await transport.broadcast({ group: route.group, tensors: into, root: route.rank, signal, writesUntil })
     } else {
-      await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors: info.tensors, metadata: info.metadata, into, signal })
+      await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors: info.tensors, metadata: info.metadata, into, signal, writesUntil })
     }
   }
   checkReceived(info.tensors, into)

@@ -16,7 +16,8 @@ export const objectStoreName = "object-store"
 export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<void>): TensorTransport =>
   defineTransport({
     name: objectStoreName,
-    capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true },
+    // A reply's body may be read into the receive buffers after its fetch was given up on.
+    capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, tracksBuffers: true },
     fetch,
   })
 
