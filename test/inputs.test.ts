@@ -128,7 +128,7 @@ describe("bad inputs get typed errors that say what was wrong", () => {
       await expect(b.inspect({ timeoutMs })).rejects.toMatchObject({ _tag: "InvalidArgumentError" })
     }
     await expect(start({ transferTimeoutMs: Number.NaN })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "transferTimeoutMs" })
-    await expect(b.get(wb.waitFreed(Number.NaN))).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "timeoutMs" })
+    await expect(takeFrom(b)(wb.waitFreed(Number.NaN))).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "timeoutMs" })
     // Beyond what Node's timers hold (about 24.8 days): still a wait, not an immediate timeout.
     expect(await b.get(ref, { timeoutMs: 1e12 })).toBe(1)
     expect(b.listGroups()).toEqual([])
