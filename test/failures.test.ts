@@ -21,7 +21,7 @@ import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Helper, Misconfigured } from "./fixtures/actors.mjs"
 import { PairWorker, Worker } from "./fixtures/actors.ts"
-import { SOCKETPAIR, TMPFILE, eventually, expectClean, isGone, sleep, take as takeFrom } from "./helpers.ts"
+import { SOCKETPAIR, TMPFILE, eventually, expectClean, isGone, sleep, take as takeFrom, thrown } from "./helpers.ts"
 
 let cluster: Cluster
 let w: ActorHandle<typeof Worker>
@@ -33,16 +33,6 @@ const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(r
 
 const LARGE = 1 << 20
 const REGISTERED = ["object-store", "tmpfile", "socketpair"]
-
-/** The synchronous error of a submission. */
-const thrown = (submit: () => unknown): unknown => {
-  try {
-    submit()
-  } catch (error) {
-    return error
-  }
-  throw new Error("the submission did not throw")
-}
 
 beforeAll(async () => {
   cluster = await start({ transports: [TMPFILE, SOCKETPAIR] })

@@ -46,6 +46,16 @@ export const expectClean = async (cluster: Cluster, timeoutMs = 5_000): Promise<
   expect(Object.keys(inspection.processes)).toContain("driver")
 }
 
+/** The synchronous error of a call (a submission refused at once); fails when it does not throw. */
+export const thrown = (submit: () => unknown): unknown => {
+  try {
+    submit()
+  } catch (error) {
+    return error
+  }
+  throw new Error("the call did not throw")
+}
+
 /** Polls `check` until it holds or the time is up; returns its last result. */
 export const eventually = async <A>(probe: () => A | Promise<A>, check: (a: A) => boolean, timeoutMs = 5_000): Promise<A> => {
   const deadline = Date.now() + timeoutMs

@@ -6,23 +6,13 @@
 import { type ActorHandle, type Cluster, type ObjectRef, Tensor, start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PoolWorker, Worker } from "./fixtures/actors.ts"
-import { SOCKETPAIR, expectClean, take as takeFrom } from "./helpers.ts"
+import { SOCKETPAIR, expectClean, take as takeFrom, thrown } from "./helpers.ts"
 
 let a: Cluster
 let b: Cluster
 let wa: ActorHandle<typeof Worker>
 let wb: ActorHandle<typeof Worker>
 let pool: ActorHandle<typeof PoolWorker>
-
-/** The synchronous error of a submission. */
-const thrown = (submit: () => unknown): unknown => {
-  try {
-    submit()
-  } catch (error) {
-    return error
-  }
-  throw new Error("the submission did not throw")
-}
 
 beforeAll(async () => {
   ;[a, b] = await Promise.all([start({ transports: [SOCKETPAIR] }), start({ transports: [SOCKETPAIR] })])
