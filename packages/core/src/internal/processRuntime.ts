@@ -357,10 +357,25 @@ const refList = (refs: unknown): Array<ObjectRef<unknown>> => {
 const EMPTY = new Uint8Array(0)
 
 /**
+ * Bytes V8's serializer takes at most for an info without transport metadata: a string at most 3 per
+ * UTF-16 unit plus its tag and length, a number 10, each key and tag counted generously.
+ */
+const describedBound = (info: ObjectInfo): number => {
+  let bytes = 512 + info.skeleton.byteLength + (info.inline?.byteLength ?? 0)
+  bytes += 3 * (info.objectId.length + info.producer.length + info.producerAddress.length + info.transport.length)
+  for (const t of info.tensors) bytes += 128 + 3 * (t.dtype.length + t.device.length) + 10 * t.shape.length
+  for (const r of info.refs) bytes += 16 + 3 * r.length
+  return bytes
+}
+
+/**
  * `info` when it fits in the messages that carry it (checked once, here, so that no message with it
- * is ever refused), else MessageTooLargeError. Its skeleton is counted without being copied again.
+ * is ever refused), else MessageTooLargeError. An info whose bound fits needs no measuring (the
+ * common case, on every call's path); otherwise it is serialized, its skeleton counted without being
+ * copied again.
  */
 const checkDescribed = (info: ObjectInfo): ObjectInfo => {
+  if (info.metadata === undefined && describedBound(info) <= MAX_VALUE_BYTES) return info
   const bytes = v8.serialize({ ...info, skeleton: EMPTY }).byteLength + info.skeleton.byteLength
   if (bytes > MAX_VALUE_BYTES) throw tooLarge(`the value of ${info.objectId} (all but its tensors)`, bytes, MAX_VALUE_BYTES)
   return info
