@@ -33,7 +33,7 @@ export interface DeviceRange {
 
 export class CudaStorage implements Storage {
   readonly id = nextStorageId()
-  readonly handle: DeviceMemoryHandle
+  readonly #handle: DeviceMemoryHandle
 
   constructor(
     readonly allocator: Allocator,
@@ -41,19 +41,27 @@ export class CudaStorage implements Storage {
     readonly byteLength: number,
     readonly range: DeviceRange,
   ) {
-    this.handle = { address: range.address, device: range.device }
+    this.#handle = { address: range.address, device: range.device }
+  }
+
+  /** Every device operation (copies, NCCL, NIXL) finds the memory here: freed memory is never reached again. */
+  get handle(): DeviceMemoryHandle {
+    if (this.range.freed) throw freedStorage(this)
+    return this.#handle
   }
 
   get bytes(): Uint8Array {
-    if (this.range.freed) {
-      throw new ObjectFreedError({ message: `storage ${this.id} on ${this.device} was freed`, objectId: `storage:${this.id}` })
-    }
+    if (this.range.freed) throw freedStorage(this)
     throw new DeviceError({
       message: `storage ${this.id} is on ${this.device}, not in host memory: copy its tensor with .to("cpu") first`,
       device: this.device,
     })
   }
 }
+
+/** The error of a use of device memory after its free (its address may belong to another allocation by now). */
+export const freedStorage = (storage: Storage): ObjectFreedError =>
+  new ObjectFreedError({ message: `storage ${storage.id} on ${storage.device} was freed`, objectId: `storage:${storage.id}` })
 
 /** Runs a native call, turning its failure into a typed error (NoCudaDeviceError without a GPU). */
 export const cudaCall = <A>(what: string, device: Device, call: (addon: NcclAddon) => A): A => {

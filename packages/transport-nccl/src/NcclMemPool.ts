@@ -74,7 +74,7 @@ interface SegmentState extends PoolSegment {
 
 class PoolBlockStorage implements Storage {
   readonly id = nextStorageId()
-  readonly handle: DeviceMemoryHandle
+  readonly #handle: DeviceMemoryHandle
   freed = false
 
   constructor(
@@ -84,11 +84,21 @@ class PoolBlockStorage implements Storage {
     address: bigint,
     readonly block: Block | undefined,
   ) {
-    this.handle = { address, device: deviceIndex(device) }
+    this.#handle = { address, device: deviceIndex(device) }
+  }
+
+  /** A freed block may be another storage's by now: no device operation reaches it through this one. */
+  get handle(): DeviceMemoryHandle {
+    if (this.freed) throw this.freedError()
+    return this.#handle
+  }
+
+  private freedError(): ObjectFreedError {
+    return new ObjectFreedError({ message: `storage ${this.id} was freed back to pool "${this.allocator.name}"`, objectId: `storage:${this.id}` })
   }
 
   get bytes(): Uint8Array {
-    if (this.freed) throw new ObjectFreedError({ message: `storage ${this.id} was freed back to pool "${this.allocator.name}"`, objectId: `storage:${this.id}` })
+    if (this.freed) throw this.freedError()
     throw new DeviceError({ message: `storage ${this.id} is on ${this.device}, not in host memory: copy its tensor with .to("cpu") first`, device: this.device })
   }
 }

@@ -111,6 +111,10 @@ describe("the transport over the test double", () => {
     expect(typeof (t.storage.handle as { address: bigint }).address).toBe("bigint")
     expect(() => t.storage.bytes).toThrow(expect.objectContaining({ _tag: "DeviceError" }))
     expect(Array.from(t.to("cpu").toArray())).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    // Freed device memory may be another allocation's by now: nothing reaches it through the old storage.
+    t.storage.allocator.free(t.storage)
+    expect(() => t.to("cpu")).toThrow(expect.objectContaining({ _tag: "ObjectFreedError" }))
+    expect(() => t.storage.handle).toThrow(expect.objectContaining({ _tag: "ObjectFreedError" }))
   })
 
   it("all tensors of an object go inside one NCCL group call, as bytes; empty tensors are left out", async () => {
@@ -249,6 +253,8 @@ describe("NCCL memory pools", () => {
     expect(pool.used).toBe(3072 + 5120)
     const d = pool.allocate(500)
     expect((d.handle as { address: bigint }).address).toBe(pool.segments[0].address)
+    // `a`'s block is `d`'s now: nothing reaches it through `a`.
+    expect(() => a.handle).toThrow(expect.objectContaining({ _tag: "ObjectFreedError" }))
     expect(() => pool.allocate(4096)).toThrow(expect.objectContaining({ _tag: "OutOfMemoryError" }))
     expect(pool.allocate(0).byteLength).toBe(0)
     expect(() => pool.destroy()).toThrow(/in use/)
