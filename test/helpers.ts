@@ -1,4 +1,4 @@
-/** What the integration tests share: waiting for frees to settle and checking that nothing leaked. */
+/** What the integration tests share: waiting for frees to settle, checking that nothing leaked, expecting errors. */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
@@ -8,6 +8,8 @@ import { expect } from "vitest"
 
 export const TMPFILE = "@tensorlane-fixtures/transport-tmpfile"
 export const SOCKETPAIR = "@tensorlane-fixtures/transport-socketpair"
+
+export { rejection, tagOf, thrown } from "../packages/core/test/helpers/errors.ts"
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -44,16 +46,6 @@ export const expectClean = async (cluster: Cluster, timeoutMs = 5_000): Promise<
     processes: Object.fromEntries(Object.keys(inspection.processes).map((id) => [id, empty])),
   })
   expect(Object.keys(inspection.processes)).toContain("driver")
-}
-
-/** The synchronous error of a call (a submission refused at once); fails when it does not throw. */
-export const thrown = (submit: () => unknown): unknown => {
-  try {
-    submit()
-  } catch (error) {
-    return error
-  }
-  throw new Error("the call did not throw")
 }
 
 /** Polls `check` until it holds or the time is up; returns its last result. */
