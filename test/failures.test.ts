@@ -21,7 +21,7 @@ import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Helper, Misconfigured } from "./fixtures/actors.mjs"
 import { PairWorker, Worker } from "./fixtures/actors.ts"
-import { SOCKETPAIR, TMPFILE, eventually, expectClean, isGone, sleep, take as takeFrom, thrown } from "./helpers.ts"
+import { SOCKETPAIR, TMPFILE, eventually, expectClean, isGone, rejection, sleep, take as takeFrom, thrown } from "./helpers.ts"
 
 let cluster: Cluster
 let w: ActorHandle<typeof Worker>
@@ -120,6 +120,14 @@ describe("application errors", () => {
     const made = w.make(LARGE)
     expect(await take(h0.sum(made))).toBe(LARGE / 4)
     made.release()
+  })
+
+  it("a thrown value that cannot be read fails its call like any other, instead of leaving it unanswered", async () => {
+    const ref = w.throwUnreadable()
+    const error = await rejection(cluster.get(ref, { timeoutMs: 10_000 }))
+    expect(error).toBeInstanceOf(ApplicationError)
+    expect(error).toMatchObject({ actor: "Worker-0", method: "throwUnreadable", remoteName: "Error", message: expect.stringContaining("cannot be read") })
+    ref.release()
   })
 })
 

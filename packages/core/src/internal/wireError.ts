@@ -40,6 +40,21 @@ const cut = (text: string, max: number): string => {
   return `${text.slice(0, keep)}... (${text.length - keep} more characters)`
 }
 
+/** What stands in for a message, a name or a text that throws when read. */
+const UNREADABLE = "(a value that cannot be read)"
+
+/**
+ * `read()`, or `fallback` when it throws: a thrown value is its thrower's, getters and `toString`
+ * included, and it must not keep its call from being answered.
+ */
+const readable = <A>(read: () => A, fallback: A): A => {
+  try {
+    return read()
+  } catch {
+    return fallback
+  }
+}
+
 /** A field's value with its strings cut, or undefined when it is not data (a function must not sink the reply). */
 const fieldValue = (value: unknown): unknown => {
   if (typeof value === "string") return cut(value, ERROR_STACK_CHARS)
@@ -52,10 +67,10 @@ const fieldValue = (value: unknown): unknown => {
 const ownFields = (error: object): Record<string, unknown> => {
   const fields: Record<string, unknown> = {}
   let bytes = 0
-  for (const [key, raw] of Object.entries(error)) {
+  for (const key of readable(() => Object.keys(error), [])) {
     // The message and the stack travel beside the fields.
     if (key === "_tag" || key === "stack" || key === "message") continue
-    const value = fieldValue(raw)
+    const value = fieldValue(readable(() => (error as Record<string, unknown>)[key], undefined))
     if (value === undefined) continue
     let size: number
     try {
@@ -82,19 +97,21 @@ const cutStack = (stack: string, message: string, cutMessage: string): string =>
 }
 
 export const toWireError = (error: unknown): WireError => {
-  if (error instanceof Error) {
-    const tag = (error as { _tag?: unknown })._tag
-    const name = cut(String(error.name), ERROR_MESSAGE_CHARS)
-    const message = cut(String(error.message), ERROR_MESSAGE_CHARS)
+  if (readable(() => error instanceof Error, false)) {
+    const tag = readable(() => (error as { _tag?: unknown })._tag, undefined)
+    const name = cut(readable(() => String((error as Error).name), "Error"), ERROR_MESSAGE_CHARS)
+    const full = readable(() => String((error as Error).message), UNREADABLE)
+    const message = cut(full, ERROR_MESSAGE_CHARS)
+    const stack = readable(() => (error as Error).stack, undefined)
     return {
       tag: typeof tag === "string" && tag in known ? tag : "",
       name,
       message,
-      stack: typeof error.stack === "string" ? cutStack(error.stack, String(error.message), message) : `${name}: ${message}`,
-      fields: ownFields(error),
+      stack: typeof stack === "string" ? cutStack(stack, full, message) : `${name}: ${message}`,
+      fields: ownFields(error as Error),
     }
   }
-  const text = cut(String(error), ERROR_MESSAGE_CHARS)
+  const text = cut(readable(() => String(error), UNREADABLE), ERROR_MESSAGE_CHARS)
   return { tag: "", name: "Error", message: text, stack: text, fields: {} }
 }
 
