@@ -14,6 +14,7 @@ import {
   numberToFloat8E5M2Bits,
 } from "../src/DType.js"
 import { DTypeError } from "../src/Errors.js"
+import { thrown } from "./helpers/errors.ts"
 
 interface Format {
   readonly name: string
@@ -106,14 +107,11 @@ describe("DTypes table", () => {
   it("dtypeOf returns the entry or a DTypeError listing the valid names", () => {
     expect(dtypeOf("int16")).toBe(DTypes.int16)
     expect(() => dtypeOf("complex64")).toThrow(DTypeError)
-    try {
-      dtypeOf("half")
-    } catch (e) {
-      expect(e).toBeInstanceOf(DTypeError)
-      expect((e as DTypeError)._tag).toBe("DTypeError")
-      expect((e as DTypeError).message).toContain('"half"')
-      for (const n of dtypeNames) expect((e as DTypeError).message).toContain(n)
-    }
+    const e = thrown(() => dtypeOf("half"))
+    expect(e).toBeInstanceOf(DTypeError)
+    expect((e as DTypeError)._tag).toBe("DTypeError")
+    expect((e as DTypeError).message).toContain('"half"')
+    for (const n of dtypeNames) expect((e as DTypeError).message).toContain(n)
     expect(() => dtypeOf("__proto__")).toThrow(DTypeError)
     expect(() => dtypeOf(null)).toThrow(DTypeError)
   })
