@@ -21,15 +21,7 @@ import {
   UnsupportedOperationError,
 } from "../src/Errors.js"
 import { Tensor } from "../src/Tensor.js"
-
-const catchError = (fn: () => unknown): unknown => {
-  try {
-    fn()
-  } catch (e) {
-    return e
-  }
-  throw new Error("expected an error")
-}
+import { thrown } from "./helpers/errors.ts"
 
 describe("Device", () => {
   it("parses canonical device strings", () => {
@@ -37,7 +29,7 @@ describe("Device", () => {
     expect(parseDevice("cuda:0")).toBe("cuda:0")
     expect(parseDevice("cuda:12")).toBe("cuda:12")
     for (const bad of ["cuda", "cuda:", "cuda:-1", "cuda:01", "cuda:1.5", "CPU", "gpu:0", " cpu", "cuda:99999999999999999", "", 0, null]) {
-      const e = catchError(() => parseDevice(bad))
+      const e = thrown(() => parseDevice(bad))
       expect(e).toBeInstanceOf(DeviceError)
       expect((e as DeviceError).message).toContain("cuda:<index>")
     }
@@ -141,7 +133,7 @@ describe("createCpuMemoryPool", () => {
   it("fails with an OutOfMemoryError naming the pool and its capacity", () => {
     const pool = createCpuMemoryPool({ capacity: 256, name: "activations" })
     pool.allocate(200)
-    const e = catchError(() => pool.allocate(100))
+    const e = thrown(() => pool.allocate(100))
     expect(e).toBeInstanceOf(OutOfMemoryError)
     const oom = e as OutOfMemoryError
     expect(oom._tag).toBe("OutOfMemoryError")
@@ -210,7 +202,7 @@ describe("createCpuMemoryPool", () => {
     const pool = createCpuMemoryPool({ capacity: 64, name: "p" })
     const s = pool.allocate(8)
     pool.free(s)
-    const e = catchError(() => s.bytes)
+    const e = thrown(() => s.bytes)
     expect(e).toBeInstanceOf(ObjectFreedError)
     expect((e as ObjectFreedError).objectId).toBe(`storage:${s.id}`)
   })
@@ -282,7 +274,7 @@ describe("withAllocator", () => {
 
 describe("device allocators", () => {
   it("asking for CUDA memory without a registered allocator points at @tensorlane/transport-nccl", () => {
-    const e = catchError(() => currentAllocator("cuda:0"))
+    const e = thrown(() => currentAllocator("cuda:0"))
     expect(e).toBeInstanceOf(DeviceError)
     expect((e as DeviceError).device).toBe("cuda:0")
     expect((e as DeviceError).message).toContain("@tensorlane/transport-nccl")

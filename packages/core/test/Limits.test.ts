@@ -16,6 +16,7 @@ import { ProcessRuntime } from "../src/internal/processRuntime.js"
 import { objectStoreName, objectStoreTransport } from "../src/internal/transportRegistry.js"
 import { ERROR_MESSAGE_CHARS, ERROR_STACK_CHARS, fromWireError, toWireError } from "../src/internal/wireError.js"
 import { TensorStore } from "../src/TensorStore.js"
+import { rejection, thrown } from "./helpers/errors.ts"
 
 v8.setFlagsFromString("--expose-gc")
 const gc = vm.runInNewContext("gc") as () => void
@@ -67,14 +68,9 @@ describe("sending", () => {
   it("refuses a message over what the peer accepts, naming the size, the limit and the remedy, and writes nothing", () => {
     const { connection, written } = unconnected({ peerMaxHeaderBytes: 1024 })
     const message = { _tag: "Gathered", blob: new Uint8Array(2048) }
-    let thrown: unknown
-    try {
-      connection.send(message)
-    } catch (error) {
-      thrown = error
-    }
-    expect(thrown).toBeInstanceOf(MessageTooLargeError)
-    const { bytes, limit, message: text } = thrown as MessageTooLargeError
+    const error = thrown(() => connection.send(message))
+    expect(error).toBeInstanceOf(MessageTooLargeError)
+    const { bytes, limit, message: text } = error as MessageTooLargeError
     expect([bytes, limit]).toEqual([v8.serialize(message).byteLength, 1024])
     expect(text).toContain("Gathered")
     expect(text).toContain("1024")
@@ -132,10 +128,7 @@ it("refuses to produce a value whose description is over the limit, and stores n
   const store = new TensorStore()
   const transports = new Map([[objectStoreName, objectStoreTransport(() => Promise.reject(new Error("no fetches here")))]])
   const runtime = new ProcessRuntime("driver", { id: "test", closed: false }, { address: "" } as AgentClient, store, transports, (id) => id as never)
-  const error = await runtime.produce("driver.1", "x".repeat(MAX_VALUE_BYTES), objectStoreName, "put").then(
-    () => undefined,
-    (e: unknown) => e,
-  )
+  const error = await rejection(runtime.produce("driver.1", "x".repeat(MAX_VALUE_BYTES), objectStoreName, "put"))
   expect(error).toBeInstanceOf(MessageTooLargeError)
   expect((error as MessageTooLargeError).limit).toBe(MAX_VALUE_BYTES)
   expect(store.inspect().primary).toEqual([])

@@ -4,6 +4,7 @@ import * as os from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary } from "../src/NativeAddon.js"
+import { thrown } from "./helpers/errors.ts"
 
 const ENV = "TENSORLANE_TEST_LIBRARY_OVERRIDE"
 
@@ -47,14 +48,11 @@ describe("native library search", () => {
       process.env[ENV] = dir
       const attempts: Array<string> = []
       expect(loadNativeLibrary(spec("folder"), (path) => (attempts.push(path), 7))).toEqual({ loaded: 7, path: join(dir, "libexample.so.1") })
-      let error: unknown
-      try {
+      const error = thrown(() =>
         loadNativeLibrary(spec("folder"), (path) => {
           throw new Error(`dlopen ${path} failed`)
-        })
-      } catch (e) {
-        error = e
-      }
+        }),
+      )
       expect(error).toMatchObject({
         _tag: "NativeLibraryError",
         library: "libexample.so.1",

@@ -13,15 +13,7 @@ import type { Device } from "../src/Device.js"
 import { dtypeNames, type DType } from "../src/DType.js"
 import { DeviceError, DTypeError, ShapeError } from "../src/Errors.js"
 import { Tensor, isTensor } from "../src/Tensor.js"
-
-const catchError = (fn: () => unknown): unknown => {
-  try {
-    fn()
-  } catch (e) {
-    return e
-  }
-  throw new Error("expected an error")
-}
+import { thrown } from "./helpers/errors.ts"
 
 /** Values each dtype represents exactly (beyond 2^53 for 64-bit ints, see the bigint tests). */
 const EXACT: { readonly [D in DType]: ReadonlyArray<number> } = {
@@ -582,7 +574,7 @@ describe("fromStorage", () => {
       { shape: [4], offset: "0" },
     ]
     for (const opts of hostile) {
-      const e = catchError(() => Tensor.fromStorage(s, { dtype: "float32", ...opts } as never))
+      const e = thrown(() => Tensor.fromStorage(s, { dtype: "float32", ...opts } as never))
       expect(e, JSON.stringify(opts)).toBeInstanceOf(ShapeError)
     }
     expect(() => Tensor.fromStorage(s, { dtype: "float99" as DType, shape: [1] })).toThrow(DTypeError)
@@ -687,7 +679,7 @@ describe("device tensors", () => {
       () => d.transpose(0, 1).contiguous(),
     ]
     for (const op of ops) {
-      const e = catchError(op)
+      const e = thrown(op)
       expect(e).toBeInstanceOf(DeviceError)
       expect((e as DeviceError).device).toBe("cuda:1")
       expect((e as DeviceError).message).toContain("cuda:1")
