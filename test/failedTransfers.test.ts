@@ -9,7 +9,7 @@
 import { type ActorHandle, type Cluster, type ObjectRef, type Tensor, start } from "@tensorlane/core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { LeakWorker, type Memory } from "./fixtures/leakActors.mjs"
-import { eventually, expectClean, take as takeFrom } from "./helpers.ts"
+import { eventually, expectClean, rejection, tagOf, take as takeFrom } from "./helpers.ts"
 
 const GLOO = "@tensorlane/transport-gloo"
 const NIXL = "@tensorlane/transport-nixl"
@@ -70,7 +70,6 @@ const receivesPosted = (consumer: Worker) =>
     (i) => (i.processes[consumer.actorId]?.pendingTransfers.length ?? 0) >= FAILURES,
   )
 
-const tagOf = (error: unknown) => (error as { _tag?: string })._tag
 
 interface Setting {
   readonly consumer: Worker
@@ -130,10 +129,9 @@ it.each([
   const refs = sixOf(producer, setting.make)
   const pid = await take(producer.pid())
   process.kill(pid, "SIGSTOP")
-  const call = take(consumer.bytes(...refs))
-  call.catch(() => undefined)
+  const call = rejection(take(consumer.bytes(...refs)))
   await failures[failure].cause(consumer, pid)
-  expect(failures[failure].tags).toContain(tagOf(await call.catch((e: unknown) => e)))
+  expect(failures[failure].tags).toContain(tagOf(await call))
   for (const ref of refs) ref.release()
   await ends[end](pid, setting)
   await expectFellBack(consumer, before)

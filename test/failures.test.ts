@@ -48,7 +48,7 @@ afterEach(() => expectClean(cluster))
 
 describe("unknown transports", () => {
   it("fail at spawn, listing the registered ones, before any process starts", async () => {
-    const error = await cluster.spawn(Misconfigured).catch((e: unknown) => e)
+    const error = await rejection(cluster.spawn(Misconfigured))
     expect(error).toBeInstanceOf(UnknownTransportError)
     expect(error).toMatchObject({ _tag: "UnknownTransportError", transport: "nope", registered: REGISTERED })
     expect((error as Error).message).toContain("registered transports: object-store, tmpfile, socketpair")
@@ -84,7 +84,7 @@ describe("two-sided transports", () => {
 
   it("get without useObjectStore fails saying how to fix it, and works with it", async () => {
     const ref = p0.make(LARGE, 3)
-    const error = await cluster.get(ref).catch((e: unknown) => e)
+    const error = await rejection(cluster.get(ref))
     expect(error).toBeInstanceOf(UnsupportedOperationError)
     expect((error as Error).message).toContain("{ useObjectStore: true }")
     const copy = await cluster.get(ref, { useObjectStore: true })
@@ -94,10 +94,10 @@ describe("two-sided transports", () => {
   })
 
   it("put fails with UnsupportedOperationError saying why, in the driver and in an actor", async () => {
-    const error = await cluster.put(Tensor.ones([4]), { tensorTransport: "socketpair" }).catch((e: unknown) => e)
+    const error = await rejection(cluster.put(Tensor.ones([4]), { tensorTransport: "socketpair" }))
     expect(error).toBeInstanceOf(UnsupportedOperationError)
     expect((error as Error).message).toMatch(/two-sided.*socketpair/)
-    const inActor = await take(w.putTwo(8, "socketpair")).catch((e: unknown) => e)
+    const inActor = await rejection(take(w.putTwo(8, "socketpair")))
     expect(inActor).toBeInstanceOf(UnsupportedOperationError)
     expect((inActor as Error).message).toContain("two-sided")
   })
@@ -109,7 +109,7 @@ describe("application errors", () => {
     const dependent = h0.sum(failed)
     const nested = w.digest({ inside: [dependent] })
     for (const ref of [failed, dependent, nested]) {
-      const error = await cluster.get(ref).catch((e: unknown) => e)
+      const error = await rejection(cluster.get(ref))
       expect(error).toBeInstanceOf(ApplicationError)
       expect(error).toMatchObject({ _tag: "ApplicationError", remoteName: "RangeError", actor: "Worker-0", method: "boom" })
       expect((error as ApplicationError).message).toContain("kaboom")
@@ -135,7 +135,7 @@ describe("timeouts", () => {
   it("get with timeoutMs rejects with TimeoutError; without, it waits as long as it takes", async () => {
     const busy = h0.busy(1_500)
     const started = performance.now()
-    const error = await cluster.get(busy, { timeoutMs: 200 }).catch((e: unknown) => e)
+    const error = await rejection(cluster.get(busy, { timeoutMs: 200 }))
     expect(error).toMatchObject({ _tag: "TimeoutError" })
     expect((error as Error).message).toContain(busy.id)
     expect(performance.now() - started).toBeLessThan(1_200)

@@ -7,7 +7,7 @@
 import { type ActorHandle, type Cluster, type CollectiveGroup, type GetOptions, type ObjectRef, start } from "@tensorlane/core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { GlooWorker } from "./fixtures/glooActors.mjs"
-import { bytesMoved, eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { bytesMoved, eventually, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
 
 const GLOO = "@tensorlane/transport-gloo"
 
@@ -17,16 +17,6 @@ let receiver: ActorHandle<typeof GlooWorker>
 let third: ActorHandle<typeof GlooWorker>
 let group: CollectiveGroup
 const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
-const tagOf = (error: unknown) => (error as { _tag?: string })._tag
-/** What a call failed with, whether it threw at submission or rejected later. */
-const failureOf = async (call: () => Promise<unknown>): Promise<unknown> => {
-  try {
-    await call()
-  } catch (error) {
-    return error
-  }
-  throw new Error("expected the call to fail")
-}
 
 beforeAll(async () => {
   cluster = await start({ transports: [GLOO] })
@@ -66,7 +56,7 @@ describe("seed 001: Ray Direct Transport over Gloo", () => {
 
   it("get without useObjectStore says how to fix it; with it, the value comes through the control plane", async () => {
     const tensor = sender.randomTensor()
-    const error = await failureOf(() => cluster.get(tensor))
+    const error = await rejection(() => cluster.get(tensor))
     expect(tagOf(error)).toBeDefined()
     expect((error as Error).message).toMatch(/useObjectStore/)
     const value = await cluster.get(tensor, { useObjectStore: true })
@@ -99,7 +89,7 @@ describe("seed 001: Ray Direct Transport over Gloo", () => {
   it("a group can be destroyed and created again on the same actors", async () => {
     await group.destroy()
     const orphan = sender.randomTensor()
-    const missing = await failureOf(() => take(receiver.sum(orphan)))
+    const missing = await rejection(() => take(receiver.sum(orphan)))
     expect(tagOf(missing)).toBe("MissingGroupError")
     orphan.release()
     group = await cluster.createCollectiveGroup([sender, receiver], { backend: "gloo" })
@@ -155,7 +145,7 @@ describe("progress and failures", () => {
 
   it("a producer's method failing after its consumer's call was submitted fails that call with its error and leaves no send waiting", async () => {
     const ref = sender.failLater(300)
-    const error = await failureOf(() => take(receiver.numel(ref)))
+    const error = await rejection(() => take(receiver.numel(ref)))
     expect((error as Error).message).toMatch(/failLater failed on purpose/)
     ref.release()
     // afterEach: the producer's agent lists no transfer any more (the driver cancelled the send).
@@ -172,7 +162,7 @@ describe("progress and failures", () => {
     const early = sender.makeLater(1 << 20, 300)
     const failing = third.failLater.options({ tensorTransport: "object-store" })(100)
     const call = receiver.echo([early, failing])
-    expect(((await failureOf(() => take(call))) as Error).message).toMatch(/failLater failed on purpose/)
+    expect(((await rejection(() => take(call))) as Error).message).toMatch(/failLater failed on purpose/)
     // Its send was posted once the object existed, and a posted gloo send cannot be taken back: the
     // receiver takes the object in (and keeps the copy for its later calls) instead of leaving it posted.
     // The sender's job ends a moment after the receiver has the bytes.
@@ -196,7 +186,7 @@ describe("progress and failures", () => {
     const call = receiver.echo([lost, kept])
     // The call is sent once `lost` exists, with a route through a group that is gone by then.
     await pair.destroy()
-    expect(tagOf(await failureOf(() => take(call)))).toBe("MissingGroupError")
+    expect(tagOf(await rejection(() => take(call)))).toBe("MissingGroupError")
     lost.release()
     kept.release()
     // afterEach: the sender lists no send (its transfer to the receiver ended).
@@ -222,34 +212,33 @@ describe("progress and failures", () => {
     const pair = await cluster.createCollectiveGroup([sender, victim], { backend: "gloo" })
     const pid = await take(victim.pid())
     const ref = sender.makeLater(4 << 20, 600)
-    const call = take(victim.numel(ref))
-    call.catch(() => undefined)
+    const call = rejection(take(victim.numel(ref)))
     await eventually(
       () => cluster.inspect(),
       (i) => (i.processes[sender.actorId]?.pendingTransfers.length ?? 0) > 0,
     )
     process.kill(pid, "SIGKILL")
-    expect(tagOf(await call.catch((e: unknown) => e))).toBe("ActorDiedError")
+    expect(tagOf(await call)).toBe("ActorDiedError")
     ref.release()
     await pair.destroy()
   })
 
   it("a transfer between actors that share no gloo group fails at submission naming createCollectiveGroup", async () => {
     const ref = sender.randomTensor()
-    const error = await failureOf(() => take(third.sum(ref)))
+    const error = await rejection(() => take(third.sum(ref)))
     expect(tagOf(error)).toBe("MissingGroupError")
     expect((error as Error).message).toMatch(/createCollectiveGroup/)
     ref.release()
   })
 
   it("a second gloo group on the same pair of actors is a GroupConflictError", async () => {
-    const error = await failureOf(() => cluster.createCollectiveGroup([receiver, sender], { backend: "gloo" }))
+    const error = await rejection(() => cluster.createCollectiveGroup([receiver, sender], { backend: "gloo" }))
     expect(tagOf(error)).toBe("GroupConflictError")
   })
 
   it("a gloo method returning a tensor on another device fails with a DeviceError naming it and the transport", async () => {
     const ref = sender.cudaTensor()
-    const error = await failureOf(() => take(receiver.numel(ref)))
+    const error = await rejection(() => take(receiver.numel(ref)))
     expect(tagOf(error)).toBe("DeviceError")
     expect((error as Error).message).toMatch(/cuda:0/)
     expect((error as Error).message).toMatch(/gloo/)
@@ -263,8 +252,7 @@ describe("progress and failures", () => {
     const pid = await take(victim.pid())
     // Frozen, the producer cannot send: the consumer's receive is posted and waits for it.
     process.kill(pid, "SIGSTOP")
-    const call = take(survivor.numel(ref))
-    call.catch(() => undefined)
+    const call = rejection(take(survivor.numel(ref)))
     // The frozen producer cannot answer inspect: a short timeout lists it as unresponsive instead.
     const pending = await eventually(
       () => cluster.inspect({ timeoutMs: 200 }),
@@ -272,8 +260,7 @@ describe("progress and failures", () => {
     )
     expect(pending.unresponsive).toEqual([victim.actorId])
     process.kill(pid, "SIGKILL")
-    const error = await call.catch((e: unknown) => e)
-    expect(["TransferError", "ActorDiedError"]).toContain(tagOf(error))
+    expect(["TransferError", "ActorDiedError"]).toContain(tagOf(await call))
     ref.release()
     await doomed.destroy()
     // The survivor works on, over gloo too, with an actor it had no group with.
@@ -381,7 +368,7 @@ describe("transfer timeouts", () => {
     // A frozen producer never sends: the consumer's receive runs into the transfer timeout.
     process.kill(pid, "SIGSTOP")
     const counted = consumer.numel(ref)
-    const error = await short.get(counted).catch((e: unknown) => e)
+    const error = await rejection(short.get(counted))
     process.kill(pid, "SIGCONT")
     expect(tagOf(error)).toBe("TimeoutError")
     ref.release()

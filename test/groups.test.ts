@@ -16,7 +16,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { PairWorker } from "./fixtures/actors.ts"
 import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
-import { SOCKETPAIR, bytesMoved, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { SOCKETPAIR, bytesMoved, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
 
 let cluster: Cluster
 let p0: ActorHandle<typeof PairWorker>
@@ -136,7 +136,7 @@ describe("allGather through the control plane", () => {
 
   it("a member that does not come fails the round on every member that did; the next round lines up", async () => {
     const group = await cluster.createCollectiveGroup([p0, p1, p2], { backend: "socketpair", name: "late" })
-    const early = await Promise.all([p0, p1].map((p) => take(p.gather("late", "x", 300)).catch((e: unknown) => e)))
+    const early = await Promise.all([p0, p1].map((p) => rejection(take(p.gather("late", "x", 300)))))
     for (const error of early) expect(error).toMatchObject({ _tag: "TimeoutError", message: expect.stringContaining("ranks 2") })
     await expect(take(p2.gather("late", "x"))).rejects.toMatchObject({ _tag: "TimeoutError" })
     const results = await Promise.all([p0, p1, p2].map((p, rank) => take(p.gather("late", `r${rank}`))))
@@ -146,7 +146,7 @@ describe("allGather through the control plane", () => {
 
   it("fails with MissingGroupError when the group is destroyed during a round, and outside any group", async () => {
     const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "gone" })
-    const waiting = take(p0.gather("gone", "x", 30_000)).catch((e: unknown) => e)
+    const waiting = rejection(take(p0.gather("gone", "x", 30_000)))
     await sleep(200)
     await group.destroy()
     expect(await waiting).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
@@ -163,8 +163,7 @@ describe("failed creation", () => {
     const creating = cluster.createCollectiveGroup([x, y], { backend: "socketpair", timeoutMs: 30_000 })
     await sleep(300)
     process.kill(pid, "SIGKILL")
-    const error = await creating.catch((e: unknown) => e)
-    expect((error as { _tag?: string })._tag).toBe("ActorDiedError")
+    expect(tagOf(await rejection(creating))).toBe("ActorDiedError")
     expect(Date.now() - started).toBeLessThan(10_000)
     expect(cluster.listGroups().filter((g) => g.members.includes(x.actorId))).toEqual([])
     const again = await cluster.createCollectiveGroup([x, z], { backend: "socketpair" })
@@ -175,7 +174,7 @@ describe("failed creation", () => {
   it("a member that dies fails allGather on the others at once", async () => {
     const [x, y] = await cluster.spawn(PairWorker, { count: 2 })
     const group = await cluster.createCollectiveGroup([x, y], { backend: "socketpair" })
-    const waiting = take(x.gather(group.name, "x", 30_000)).catch((e: unknown) => e)
+    const waiting = rejection(take(x.gather(group.name, "x", 30_000)))
     await sleep(200)
     process.kill(await take(y.pid()), "SIGKILL")
     expect(await waiting).toMatchObject({ _tag: "ActorDiedError" })

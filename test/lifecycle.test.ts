@@ -12,7 +12,7 @@ import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { Helper } from "./fixtures/actors.mjs"
 import { Cancellable, NeverReady } from "./fixtures/lifecycleActors.mjs"
-import { eventually, expectClean, isGone, sleep, take as takeFrom } from "./helpers.ts"
+import { eventually, expectClean, isGone, rejection, sleep, take as takeFrom } from "./helpers.ts"
 
 const LARGE = 1 << 20
 const ASYNC_RELEASE = fileURLToPath(new URL("./fixtures/asyncReleaseTransport.mjs", import.meta.url))
@@ -68,7 +68,7 @@ describe("spawn", () => {
   it("fails with TimeoutError once startTimeoutMs has passed, every process it started gone", async () => {
     const dir = pidDir()
     const started = performance.now()
-    const error = await cluster.spawn(NeverReady, { count: 2, startTimeoutMs: 1_500, env: { TENSORLANE_TEST_PID_DIR: dir } }).catch((e: unknown) => e)
+    const error = await rejection(cluster.spawn(NeverReady, { count: 2, startTimeoutMs: 1_500, env: { TENSORLANE_TEST_PID_DIR: dir } }))
     const ms = performance.now() - started
     expect(error).toMatchObject({ _tag: "TimeoutError", timeoutMs: 1_500 })
     expect((error as Error).message).toContain("NeverReady-0, NeverReady-1 did not start within 1500 ms")
@@ -80,7 +80,7 @@ describe("spawn", () => {
   it("is ended by shutdown while its actors start: it fails with ClusterClosedError and leaves no process", async () => {
     const dir = pidDir()
     const other = await start()
-    const spawning = other.spawn(NeverReady, { env: { TENSORLANE_TEST_PID_DIR: dir } }).catch((e: unknown) => e)
+    const spawning = rejection(other.spawn(NeverReady, { env: { TENSORLANE_TEST_PID_DIR: dir } }))
     await eventually(() => fs.existsSync(join(dir, "NeverReady-0")), (there) => there, 20_000)
     const [pid] = pidsIn(dir, ["NeverReady-0"])
     const began = performance.now()

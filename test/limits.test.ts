@@ -18,7 +18,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { encodePrefix } from "../packages/core/src/internal/frame.ts"
 import { Holder, numbers } from "./fixtures/limitActors.ts"
-import { SOCKETPAIR, agentSocketOf, expectClean, take as takeFrom } from "./helpers.ts"
+import { SOCKETPAIR, agentSocketOf, expectClean, rejection, take as takeFrom, thrown } from "./helpers.ts"
 
 const MiB = 1024 * 1024
 const KEPT_BYTES = 1 * MiB
@@ -52,12 +52,6 @@ const expectTooLarge = (error: unknown): void => {
   expect(message).toMatch(/put/)
 }
 
-const rejection = (promise: Promise<unknown>): Promise<unknown> =>
-  promise.then(
-    () => expect.fail("resolved"),
-    (error: unknown) => error,
-  )
-
 /** The same process answers a normal call, and the object it made before is still there. */
 const expectAlive = async (): Promise<void> => {
   expect(await take(holder.pid())).toBe(pid)
@@ -70,13 +64,7 @@ const expectAlive = async (): Promise<void> => {
 
 describe("a control message over the limit", () => {
   it("a 66 MiB string argument fails that call alone", async () => {
-    let thrown: unknown
-    try {
-      holder.lengths("x".repeat(66 * MiB))
-    } catch (error) {
-      thrown = error
-    }
-    expectTooLarge(thrown)
+    expectTooLarge(thrown(() => holder.lengths("x".repeat(66 * MiB))))
     await expectAlive()
   })
 

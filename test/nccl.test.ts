@@ -13,7 +13,7 @@ import { type ActorHandle, type Cluster, type ObjectRef, start } from "@tensorla
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buildDoubles, readLog } from "../packages/transport-nccl/test/double/build.ts"
 import { NcclWorker } from "./fixtures/ncclActors.mjs"
-import { expectClean, take } from "./helpers.ts"
+import { expectClean, rejection, take } from "./helpers.ts"
 
 const NCCL = "@tensorlane/transport-nccl"
 const hasGpu = fs.existsSync("/dev/nvidia0")
@@ -24,15 +24,6 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(() => cluster?.shutdown())
 
-const failureOf = async (call: () => Promise<unknown>): Promise<unknown> => {
-  try {
-    await call()
-  } catch (error) {
-    return error
-  }
-  throw new Error("expected the call to fail")
-}
-
 describe("real libraries", () => {
   let a: ActorHandle<typeof NcclWorker>
   let b: ActorHandle<typeof NcclWorker>
@@ -42,7 +33,7 @@ describe("real libraries", () => {
 
   it("a method marked nccl that returns a CPU tensor fails with DeviceError naming the device and the transport", async () => {
     const ref = a.cpuTensor()
-    const error = await failureOf(() => cluster.get(ref, { useObjectStore: true }))
+    const error = await rejection(() => cluster.get(ref, { useObjectStore: true }))
     expect(error).toMatchObject({ _tag: "DeviceError", device: "cpu", transport: "nccl" })
     expect((error as Error).message).toMatch(/a tensor on cpu cannot travel over "nccl", which moves cuda memory/)
     ref.release()
@@ -50,7 +41,7 @@ describe("real libraries", () => {
   })
 
   it.skipIf(hasGpu)("creating an nccl group without a GPU fails with the no-device error", async () => {
-    const error = await failureOf(() => cluster.createCollectiveGroup([a, b], { backend: "nccl", name: "no-gpu" }))
+    const error = await rejection(() => cluster.createCollectiveGroup([a, b], { backend: "nccl", name: "no-gpu" }))
     expect(error).toMatchObject({ _tag: "NoCudaDeviceError", device: "cuda:0", driverVersion: 0, deviceCount: 0 })
     expect((error as Error).message).toMatch(/no NVIDIA driver/)
     expect(cluster.listGroups().map((g) => g.name)).not.toContain("no-gpu")

@@ -10,7 +10,7 @@ import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, Tensor
 import { readdirSync, readFileSync } from "node:fs"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { NixlWorker } from "./fixtures/nixlActors.mjs"
-import { expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
 
 const NIXL = "@tensorlane/transport-nixl"
 
@@ -18,7 +18,6 @@ let cluster: Cluster
 let sender: ActorHandle<typeof NixlWorker>
 let receiver: ActorHandle<typeof NixlWorker>
 const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
-const tagOf = (error: unknown) => (error as { _tag?: string })._tag
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 
 beforeAll(async () => {
@@ -159,11 +158,11 @@ describe("target buffers", () => {
     expect(target.sum()).toBe(1024)
 
     const strided = Tensor.zeros([2048], { dtype: "float32" }).slice(0, 0, 2048, 2)
-    const error = await cluster.get(ref, { target: [strided] }).catch((e: unknown) => e)
+    const error = await rejection(cluster.get(ref, { target: [strided] }))
     expect(tagOf(error)).toBe("ShapeError")
     expect((error as Error).message).toMatch(/strided|contiguous/)
 
-    const wrong = await cluster.get(ref, { target: [Tensor.zeros([10], { dtype: "float32" })] }).catch((e: unknown) => e)
+    const wrong = await rejection(cluster.get(ref, { target: [Tensor.zeros([10], { dtype: "float32" })] }))
     expect(tagOf(wrong)).toBe("ShapeError")
     ref.release()
   })
@@ -212,7 +211,7 @@ describe("failures", () => {
     const pid = await take(frozen.pid())
     process.kill(pid, "SIGSTOP")
     try {
-      const error = await cluster.get(ref, { timeoutMs: 1500 }).catch((e: unknown) => e)
+      const error = await rejection(cluster.get(ref, { timeoutMs: 1500 }))
       expect(tagOf(error)).toBe("TimeoutError")
       // The stopped actor cannot answer an inspection: ask only briefly, the driver answers at once.
       const inspection = await cluster.inspect({ timeoutMs: 200 })
@@ -241,7 +240,7 @@ describe("failures", () => {
     process.kill(pid, "SIGKILL")
     await sleep(100)
     // The owner may learn of the death first; the receiver's NIXL READ must fail typed either way.
-    const error = await take(receiver.numel(ref)).catch((e: unknown) => e)
+    const error = await rejection(take(receiver.numel(ref)))
     expect(["TransferError", "ActorDiedError"]).toContain(tagOf(error))
     ref.release()
     const fresh = sender.make(1 << 20)

@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { SymWorker } from "./fixtures/symmetricActors.mjs"
-import { take as takeFrom } from "./helpers.ts"
+import { rejection, take as takeFrom } from "./helpers.ts"
 
 const hasGpu = fs.existsSync("/dev/nvidia0")
 const hasTwoGpus = hasGpu && fs.existsSync("/dev/nvidia1")
@@ -49,7 +49,7 @@ describe.skipIf(!hasGpu)("nvshmem on a GPU", () => {
 
   it("NVSHMEM stays on the device it was initialized on: an allocation on another fails with DeviceError on every rank", async () => {
     const failed = await Promise.all(
-      workers.map((w) => take(w.alloc("u", [4], "float32", { group: "gpu", backend: "nvshmem", device: "cuda:1" })).then(() => undefined, (e: Error) => e)),
+      workers.map((w) => rejection(take(w.alloc("u", [4], "float32", { group: "gpu", backend: "nvshmem", device: "cuda:1" })))),
     )
     for (const e of failed) expect(e).toMatchObject({ _tag: "DeviceError", message: expect.stringContaining("initialized on cuda:0") })
   })

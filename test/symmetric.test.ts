@@ -33,7 +33,7 @@ import { NoCudaDeviceError } from "@tensorlane/transport-nccl"
 import { buildFakeCudaDriver, fakeCudaCalls } from "../packages/symmetric-mem/test/doubles/build.ts"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { SymWorker } from "./fixtures/symmetricActors.mjs"
-import { eventually, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { eventually, expectClean, rejection, sleep, take as takeFrom } from "./helpers.ts"
 
 const SYMMETRIC = "@tensorlane/symmetric-mem"
 
@@ -52,13 +52,7 @@ const onAll = <A>(call: (w: ActorHandle<typeof SymWorker>, rank: number) => Obje
   Promise.all([a, b, c].map((w, rank) => take(call(w, rank))))
 
 /** The error a call failed with (it must fail). */
-const failureOf = (ref: ObjectRef<unknown>): Promise<Error> =>
-  take(ref).then(
-    (value) => {
-      throw new Error(`expected a failure, got ${JSON.stringify(value)}`)
-    },
-    (error: Error) => error,
-  )
+const failureOf = (ref: ObjectRef<unknown>): Promise<Error> => rejection(take(ref)) as Promise<Error>
 
 /** onAll for calls that fail on every member: each member's error. */
 const failuresOnAll = (call: (w: ActorHandle<typeof SymWorker>, rank: number) => ObjectRef<unknown>): Promise<Array<Error>> =>

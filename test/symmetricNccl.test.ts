@@ -17,7 +17,7 @@ import { NcclError, NcclRegistrationError, NcclVersionError } from "@tensorlane/
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { buildDoubles, readLog } from "../packages/transport-nccl/test/double/build.ts"
 import { SymWorker } from "./fixtures/symmetricActors.mjs"
-import { take as takeFrom } from "./helpers.ts"
+import { rejection, take as takeFrom } from "./helpers.ts"
 
 const doubles = buildDoubles()
 const log = join(os.tmpdir(), `fake-nccl-symmetric-${process.pid}.log`)
@@ -79,7 +79,7 @@ describe("nccl-window over an nccl group (test doubles)", () => {
     expect(await onAll((w) => w.communicators())).toEqual([["win"], ["win"]])
     // Copies to the host go through transport-nccl's cudaMemcpy (the double's memory is zeroed).
     expect(Array.from(await take(ranks[1].toHost("w")) as ArrayLike<number>)).toEqual(new Array(8).fill(0))
-    const peer = await take(ranks[0].deviceInfo("w", 1)).catch((error: Error) => error)
+    const peer = await rejection(take(ranks[0].deviceInfo("w", 1)))
     expect(peer).toBeInstanceOf(SymmetricBackendError)
     expect(peer).toMatchObject({ reason: "unsupported", message: expect.stringContaining("no host-side address of rank 1's copy") })
     expect(await onAll((w) => w.free(["w"]))).toEqual([[false], [false]])
@@ -186,7 +186,7 @@ describe("the version gate (test doubles reporting NCCL 2.27.0)", () => {
     const old = await cluster.spawn(SymWorker, { count: 2, env: { ...env, FAKE_NCCL_LOG: oldLog, FAKE_NCCL_VERSION: "22700" } })
     try {
       await cluster.createCollectiveGroup(old, { backend: "nccl", name: "old" })
-      const failed = await Promise.all(old.map((w) => take(w.alloc("v", [16], "float32", { group: "old" })).catch((error: Error) => error)))
+      const failed = await Promise.all(old.map((w) => rejection(take(w.alloc("v", [16], "float32", { group: "old" })))))
       for (const e of failed) {
         expect(e).toBeInstanceOf(NcclVersionError)
         expect(e).toMatchObject({ feature: "windows", required: "2.27.3", found: "2.27.0" })

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Helper } from "./fixtures/actors.mjs"
 import { Worker } from "./fixtures/actors.ts"
 import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
-import { TMPFILE, bytesMoved, expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { TMPFILE, bytesMoved, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
 
 let cluster: Cluster
 let a: ActorHandle<typeof Worker>
@@ -211,7 +211,7 @@ describe("mutability (DESIGN §3.7)", () => {
     const ref = a.keep(LARGE)
     const mutated = a.mutateKept(3, true)
     expect(await take(b.sum(ref))).toBe(numel)
-    expect(await cluster.get(mutated, { timeoutMs: 300 }).catch((e) => e._tag)).toBe("TimeoutError")
+    expect(tagOf(await rejection(cluster.get(mutated, { timeoutMs: 300 })))).toBe("TimeoutError")
     ref.release()
     expect(await cluster.get(mutated)).toBe(3 * numel)
     mutated.release()
