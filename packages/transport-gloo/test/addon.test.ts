@@ -7,6 +7,7 @@ import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { GlooAddon } from "../src/AddonTypes.ts"
+import { thrown } from "../../core/test/helpers/errors.ts"
 import { Peer, connectGroup, failureOf } from "./fixtures/peers.ts"
 
 const KiB = 1024
@@ -306,10 +307,7 @@ describe("malformed address blobs", () => {
   const attempt = (blobs: ReadonlyArray<unknown>, rank = 0) => {
     const group = new addon.Group(rank, 2, 2000)
     try {
-      group.connect(blobs as ReadonlyArray<Uint8Array>)
-      return undefined
-    } catch (error) {
-      return error as Error & { code: string }
+      return thrown(() => group.connect(blobs as ReadonlyArray<Uint8Array>)) as Error & { code: string }
     } finally {
       group.destroy()
     }

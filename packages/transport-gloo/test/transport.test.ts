@@ -7,10 +7,11 @@ import { type Allocator, type GroupSetup, Tensor, type TensorMeta, nextStorageId
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { gloo, glooStatus } from "../src/index.ts"
 import { loadAddon } from "../src/internal/loadAddon.ts"
+import { rejection } from "../../core/test/helpers/errors.ts"
 
 const meta = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: t.shape, device: t.device, nbytes: t.nbytes })
 const never = new AbortController().signal
-const failureOf = (p: Promise<unknown>) => p.then(() => undefined, (e: { _tag?: string; message: string }) => e)
+const failureOf = (p: Promise<unknown>) => rejection(p) as Promise<Error & { _tag?: string }>
 
 /** Creates group `name` with `size` ranks in this process: rank r is registered as `${name}/${r}`. */
 const createLocal = async (name: string, size: number, tamper?: (blobs: Array<Uint8Array>) => Array<Uint8Array>) => {

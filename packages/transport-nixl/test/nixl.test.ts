@@ -16,8 +16,8 @@ import {
   nixlStatus,
   registerNixlMemory,
 } from "../src/index.js"
+import { rejection, tagOf, thrown } from "../../core/test/helpers/errors.ts"
 
-const tagOf = (error: unknown) => (error as { _tag?: string })._tag
 const registrations = () => nixl.inspect!().registrations
 
 describe("registration", () => {
@@ -34,7 +34,7 @@ describe("registration", () => {
     deregisterNixlMemory(weight)
     expect(nixlRegistrationRefs(weight)).toBe(0)
     expect(registrations()).toEqual([])
-    expect(tagOf((() => { try { deregisterNixlMemory(weight) } catch (e) { return e } })())).toBe("UnsupportedOperationError")
+    expect(tagOf(thrown(() => deregisterNixlMemory(weight)))).toBe("UnsupportedOperationError")
   })
 
   it("an object of 1000 views of one storage takes one reference; release gives it back", async () => {
@@ -62,13 +62,7 @@ describe("registered memory pool", () => {
     expect(metadata.regions[0].length).toBe(1 << 16)
     expect(nixlRegistrationRefs(a)).toBe(2)
     await nixl.release!({ objectId: "p1", tensors: [a] })
-    const error = (() => {
-      try {
-        Tensor.empty([16384], { allocator: pool })
-      } catch (e) {
-        return e
-      }
-    })()
+    const error = thrown(() => Tensor.empty([16384], { allocator: pool }))
     expect(tagOf(error)).toBe("OutOfMemoryError")
     expect((error as Error).message).toContain("65536 bytes")
     pool.free(a.storage)
@@ -78,7 +72,7 @@ describe("registered memory pool", () => {
     pool.free(b.storage)
     pool.close()
     expect(registrations()).toEqual([])
-    expect(tagOf((() => { try { pool.allocate(8) } catch (e) { return e } })())).toBe("UnsupportedOperationError")
+    expect(tagOf(thrown(() => pool.allocate(8)))).toBe("UnsupportedOperationError")
   })
 })
 
@@ -108,16 +102,18 @@ describe("hostile metadata gives ProtocolError, never a crash", () => {
     return { source, metadata }
   }
   const fetchWith = (metadata: unknown, into = [Tensor.zeros([1024], { dtype: "float32" })]) =>
-    nixl.fetch!({
-      objectId: "h1",
-      producer: "peer",
-      producerAddress: "",
-      consumer: "me",
-      tensors: into.map((t) => ({ dtype: t.dtype, shape: t.shape, device: t.device, nbytes: t.nbytes })),
-      metadata,
-      into,
-      signal: new AbortController().signal,
-    }).catch((e: unknown) => e)
+    rejection(
+      nixl.fetch!({
+        objectId: "h1",
+        producer: "peer",
+        producerAddress: "",
+        consumer: "me",
+        tensors: into.map((t) => ({ dtype: t.dtype, shape: t.shape, device: t.device, nbytes: t.nbytes })),
+        metadata,
+        into,
+        signal: new AbortController().signal,
+      }),
+    )
 
   it.each([
     ["not an object", () => 42],
