@@ -4,7 +4,8 @@
  * by one actor, is READ into the GPU memory of another actor on the same GPU and sums the same.
  */
 import * as assert from "node:assert/strict"
-import { Tensor, currentAllocator } from "@tensorlane/core"
+import { Tensor } from "@tensorlane/core"
+import { currentAllocator } from "@tensorlane/core/plugin"
 import { type NixlMetadata, nixl, nixlStatus } from "@tensorlane/transport-nixl"
 import { MyActor } from "../../../examples/nccl/actors.js"
 import type { Check } from "../check.js"
