@@ -1,6 +1,7 @@
 /**
  * The guides under docs/ cannot drift from code that runs: every code block follows a
- * `<!-- snippet: <path> -->` line and equals that file; every file under docs/snippets is shown by a
+ * `<!-- snippet: <path> -->` line and equals that file (and so does every TypeScript block of the
+ * README, each a file under examples/); every file under docs/snippets is shown by a
  * guide and either runs here, runs in the GPU suite (docs.gpu.test.ts), or is an actor module the
  * programs load; the snippets type-check; files shown from elsewhere are run by the test named for them.
  */
@@ -84,6 +85,17 @@ describe("docs", () => {
       expect(test, `${path} is shown, and no test is named as running it`).toBeDefined()
       const pkg = JSON.parse(fs.readFileSync(join(root, path!, "..", "package.json"), "utf8")) as { name: string }
       expect(fs.readFileSync(join(root, test), "utf8")).toContain(pkg.name)
+    }
+  })
+
+  it("every TypeScript block of the README is a file under examples/, verbatim (test/examples.test.ts runs them)", () => {
+    const readme = fs.readFileSync(join(root, "README.md"), "utf8").split("\n")
+    const typescript = blocksOf(join("..", "README.md")).filter((b) => readme[b.line - 1] === "```ts")
+    expect(typescript.length).toBeGreaterThan(0)
+    for (const block of typescript) {
+      const where = `README.md:${block.line}`
+      expect(block.snippet, `${where}: a TypeScript block without <!-- snippet: examples/... -->`).toMatch(/^examples\//)
+      expect(block.body, `${where} differs from ${block.snippet}`).toBe(fs.readFileSync(join(root, block.snippet!), "utf8").replace(/\n+$/, ""))
     }
   })
 

@@ -9,6 +9,7 @@ const root = fileURLToPath(new URL("..", import.meta.url))
 
 const examples: ReadonlyArray<readonly [string, RegExp]> = [
   ["quickstart/main.ts", /the driver's copy agrees: true[\s\S]*after release: 0 objects tracked, 0 tensors held by any process/],
+  ["quickstart/effect.ts", /^sum computed by the receiver: -?\d+\.\d{3}; the driver's copy agrees: true$/m],
   ["gloo/random-tensor-sum.ts", /^sum: -?\d+\.\d{3}$/m],
   ["gloo/tensor-dict.ts", /^sum of both tensors: -?\d+\.\d{3}$/m],
   ["gloo/pass-back-to-producer.ts", /^same sums: true$/m],

@@ -1,4 +1,4 @@
-// A trainer actor with one NCCL memory pool (Megatron-Core's nccl_allocator, seed 003), registered
+// A trainer actor with one NCCL memory pool (Megatron-Core's nccl_allocator), registered
 // with every nccl group the actor is in. Needs a GPU per actor.
 import { Tensor, defineActor } from "@tensorlane/core"
 import { type NcclMemPool, createNcclMemPool, deregisterMemPool, memPoolWithoutRegistration, multiGroupMemPool } from "@tensorlane/transport-nccl"

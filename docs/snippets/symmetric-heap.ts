@@ -1,4 +1,4 @@
-// The symmetric heap over shared memory (seed 002): the ranks allocate together, then each writes
+// The symmetric heap over shared memory (nvmath-python's): the ranks allocate together, then each writes
 // into its neighbour's copy; every rank then reads what its left neighbour wrote.
 import { start } from "@tensorlane/core"
 import { HeapRank } from "./heap.ts"

@@ -1,4 +1,4 @@
-// The actor of Ray Direct Transport's NCCL example (seed 001), in TypeScript: its tensor is made on
+// The actor of Ray Direct Transport's NCCL example, in TypeScript: its tensor is made on
 // the GPU and stays there until a consumer receives it over NCCL.
 import { defineActor, method, Tensor } from "@tensorlane/core"
 

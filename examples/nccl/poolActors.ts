@@ -1,4 +1,4 @@
-// The actors of Megatron-Core's MultiGroupMemPoolAllocator example (seed 003), in TypeScript: one
+// The actors of Megatron-Core's MultiGroupMemPoolAllocator example, in TypeScript: one
 // NCCL memory pool per actor, registered with every nccl group the actor is in.
 import { defineActor, group, Tensor } from "@tensorlane/core"
 import { createNcclMemPool, deregisterMemPool, multiGroupMemPool, type NcclMemPool } from "@tensorlane/transport-nccl"

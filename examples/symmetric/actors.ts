@@ -1,5 +1,6 @@
-// The actor of the symmetric-memory examples (seed 002, nvmath-python's symmetric memory helpers):
-// each method is run by every rank of an shm group at once, as the seed's code is run by every MPI process.
+// The actor of the symmetric-memory examples (nvmath-python's symmetric memory helpers): each
+// method is run by every rank of an shm group at once, as nvmath-python's examples are run by every
+// MPI process.
 import { type DType, Tensor, defineActor, group, method, waitTensorFreed } from "@tensorlane/core"
 import { allocateSymmetric, freeSymmetric, peerTensor } from "@tensorlane/symmetric-mem"
 

@@ -5,7 +5,7 @@
  * name given to `start({ transports })`) and runs it in its transfer agent.
  */
 import * as net from "node:net"
-import { defineTransport } from "@tensorlane/core"
+import { defineTransport } from "@tensorlane/core/plugin"
 
 /** The tensors of the objects this process serves, by object id. */
 const served = new Map()

@@ -1,13 +1,16 @@
 /**
- * `tensorlane bench`: the DESIGN §5 scenario. For each transport and size, the time from submitting
- * `consumer.numel(producer.make(n))` to its result, actor to actor; medians after warm-ups; GB/s and
- * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows).
+ * `tensorlane bench`: for each transport and size, the time from submitting
+ * `consumer.numel(producer.make(n))` to its result, actor to actor (the producer returns n bytes of
+ * float32 ones, the scenario Ray Direct Transport's figures are taken with); medians after
+ * warm-ups; GB/s and ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo
+ * for the gloo rows).
  */
 import * as os from "node:os"
 import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError } from "./Errors.js"
 import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
+import { openRawGloo } from "./RawGloo.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
 import { PACKAGES } from "./Packages.js"
 import { formatSize } from "./Sizes.js"
@@ -112,14 +115,7 @@ const resolveTransports = async (
   return { transports: options.transports, modules: [...modules] }
 }
 
-interface RawSendModule {
-  readonly openRawSend: (options: { warmups: number }) => Promise<{
-    readonly measure: (bytes: number, repeats: number) => Promise<{ readonly samplesMs: ReadonlyArray<number> }>
-    readonly close: () => Promise<void>
-  }>
-}
-
-/** One timed path of the DESIGN §5 scenario: how the producer makes n bytes and how the consumer counts them. */
+/** One timed path of the scenario: how the producer makes n bytes and how the consumer counts them. */
 export interface Scenario {
   /** Names the path in errors (a transport, say). */
   readonly label: string
@@ -131,24 +127,24 @@ export interface Scenario {
   /**
    * Timed runs go on past `repeats` until they add up to this many ms (at most MAX_RUNS), so that
    * the median of a fast path is of its steady state: a fresh cluster's first tens of calls still
-   * run code V8 has not optimised yet (gloo 4 KiB: 3-4 ms over the first 50 runs, 1.6-2 ms after).
+   * run code V8 has not optimised yet, about twice as slow.
    */
   readonly minTimeMs?: number
 }
 
 const MAX_RUNS = 1000
-/** A pause before raw Gloo is timed, for what the actors do once idle after a cell (a collection: 5 to 20 ms). */
+/** A pause before raw Gloo is timed, for what the actors do once idle after a cell (a garbage collection). */
 const SETTLE_MS = 100
 /**
  * Calls of a size before its first timed run, all transports together: core's host-memory cache
- * reaches its steady state (8 blocks of 64 MiB circulating) after about 30 calls of a size, and every
- * call before that may take fresh pages (64 MiB: 50 to 170 ms of page faults on this VM).
+ * reaches its steady state (8 blocks of a size circulating) after about 30 calls of that size, and
+ * every call before that may take fresh pages, whose faults cost more than the transfer.
  */
 const STEADY_CALLS = 32
 
 /**
- * The timed loop of DESIGN §5: submit to result of `consume(make())`, `warmups` runs first, each
- * result checked (n / 4 float32 elements). Returns the samples in ms; `onRun` hears of every run.
+ * The timed loop: submit to result of `consume(make())`, `warmups` runs first, each result checked
+ * (n / 4 float32 elements). Returns the samples in ms; `onRun` hears of every run.
  */
 export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: (run: number) => void = () => {}): Promise<Array<number>> => {
   const samples: Array<number> = []
@@ -186,9 +182,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
 
   // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
   // connected pair for the run, measured just before and just after each gloo cell (rawAround).
-  const rawGloo = transports.includes("gloo")
-    ? await ((await import("@tensorlane/transport-gloo/bench/raw-send" as string)) as RawSendModule).openRawSend({ warmups })
-    : undefined
+  const rawGloo = transports.includes("gloo") ? await openRawGloo(warmups) : undefined
 
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
@@ -238,7 +232,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         if (rawGloo === undefined) return
         // The actors finish what they do once idle (a collection) before the pair is timed.
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
-        rawSamples.push(...(await rawGloo.measure(bytes, repeats)).samplesMs)
+        rawSamples.push(...(await rawGloo.measure(bytes, repeats)))
         step(`raw Gloo ${formatSize(bytes)} ${when}`)
       }
       const rowFor = (transport: string, samples: Array<number>, transferred: Array<number>): BenchRow => {

@@ -1,5 +1,6 @@
 export { runBench, timeScenario, gbps, type BenchLimits, type BenchOptions, type BenchResult, type BenchRow, type Progress, type Scenario } from "./Bench.js"
 export { median, memcpyMs } from "./Limits.js"
+export { openRawGloo, type RawGloo } from "./RawGloo.js"
 export { formatTable } from "./BenchReport.js"
 export { formatDoctor, runDoctor, type DoctorReport, type PackageReport, type TransportState } from "./Doctor.js"
 export { BenchTransportError, UsageError } from "./Errors.js"

@@ -1,11 +1,7 @@
 #!/usr/bin/env node
 /**
- * The tensorlane command.
- *   tensorlane doctor [--json]
- *   tensorlane bench [--transports object-store,gloo] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
- *                    [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
- *                    [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
- * Errors of the command line print `<_tag>: <message>` and exit with 2.
+ * The tensorlane command: `doctor` and `bench` (USAGE says what each does). Errors of the command
+ * line print `<_tag>: <message>` and exit with 2.
  */
 import * as fs from "node:fs"
 import { parseArgs } from "node:util"
@@ -23,9 +19,11 @@ const USAGE = `usage:
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
                    [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
                    [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
-      DESIGN §5: consumer.numel(producer.make(n)) actor to actor, submit to result, medians of at
-      least --repeats timed runs per cell, more until they add up to --min-time-ms (steady state);
-      default transports: object-store and every CPU transport that doctor finds ready;
+      times consumer.numel(producer.make(n)) actor to actor, submit to result, where the producer
+      returns n bytes of float32 ones: the median of at least --repeats timed runs per transport and
+      size, more until they add up to --min-time-ms, next to memcpy, TCP loopback and raw Gloo
+      measured in the same run; default transports: object-store and every CPU transport that
+      doctor finds ready; --modules: more transport modules to load (your own transport);
       --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)`
 
 const count = (name: string, text: string, min: number): number => {

@@ -1,10 +1,8 @@
 export * from "./Errors.js"
 export * from "./Device.js"
 export * from "./DType.js"
-export * from "./Allocator.js"
-export { BlockAllocator, type Block } from "./BlockAllocator.js"
+export { cpuAllocator, createCpuMemoryPool, withAllocator, type Allocator, type CpuMemoryPoolOptions, type MemoryPool, type Storage } from "./Allocator.js"
 export * from "./Tensor.js"
-export { checkShape, numelOf } from "./internal/layout.js"
 export { ObjectRef, isObjectRef, type RefTracker } from "./ObjectRef.js"
 export {
   defineActor,
@@ -41,18 +39,7 @@ export {
   type PutOptions,
   type WaitTensorFreedOptions,
 } from "./InActor.js"
-export * from "./Transport.js"
-export { registerErrorClasses } from "./internal/wireError.js"
+export type { ReduceOp } from "./Transport.js"
 export { MAX_MESSAGE_BYTES } from "./internal/frame.js"
-export {
-  addonCandidates,
-  libraryCandidates,
-  loadNativeLibrary,
-  packageRootOf,
-  requireNativeAddon,
-  type NativeAddonSpec,
-  type NativeLibrarySpec,
-} from "./NativeAddon.js"
-export { TensorStore, type StoredObject } from "./TensorStore.js"
-export { recordTransfer, transferBytes, transferCount, transferLatency, transferSpanName, type TransferStat } from "./Metrics.js"
+export { transferBytes, transferCount, transferLatency, transferSpanName, type TransferStat } from "./Metrics.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"

@@ -8,7 +8,7 @@
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { cpuAllocator, recycleHostMemory } from "../src/index.js"
+import { cpuAllocator, recycleHostMemory } from "../src/Allocator.js"
 
 // Small enough that V8's own external-memory heuristics start no collection during a test.
 const BYTES = 4 << 20

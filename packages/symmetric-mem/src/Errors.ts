@@ -3,7 +3,7 @@
  * the Effect face). Heap exhaustion is core's OutOfMemoryError, a malformed peer descriptor core's
  * ProtocolError, a missing native library core's NativeLibraryError.
  */
-import { registerErrorClasses } from "@tensorlane/core"
+import { registerErrorClasses } from "@tensorlane/core/plugin"
 import * as Schema from "effect/Schema"
 
 /**

@@ -10,7 +10,8 @@
  * Its collective groups (`createCollectiveGroup(actors, { backend: "shm" })`) are what
  * allocateSymmetric's shm backend allocates from: see internal/shmGroups.ts.
  */
-import { DeviceError, ShapeError, TransferError, type TensorTransport, defineTransport } from "@tensorlane/core"
+import { DeviceError, ShapeError, TransferError } from "@tensorlane/core"
+import { type TensorTransport, defineTransport } from "@tensorlane/core/plugin"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { loadAddon } from "./internal/loadAddon.js"
 import { closePeerSegments, peerSegment } from "./internal/peerSegments.js"

@@ -7,7 +7,8 @@
  * return them and any transport moves them. Frees are collective and explicit: a symmetric tensor
  * collected without freeSymmetric only raises a warning (a finaliser cannot run a collective call).
  */
-import { type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, checkShape, dtypeOf, group as groupOf, isTensor, numelOf } from "@tensorlane/core"
+import { type DType, type Device, type GroupMember, type Storage, Tensor, UnsupportedOperationError, dtypeOf, group as groupOf, isTensor } from "@tensorlane/core"
+import { checkShape, messageOf, numelOf } from "@tensorlane/core/plugin"
 import type { Gather, SymmetricBlock } from "./Backend.js"
 import { SymmetricFreeError } from "./Errors.js"
 import { type Statement, agree } from "./internal/agreement.js"
@@ -71,8 +72,6 @@ const nextSeq = (key: string): number => {
 
 const gatherOf = (member: GroupMember, timeoutMs: number | undefined): Gather => (blob) => member.allGather(blob, { timeoutMs })
 
-const message = (error: unknown): string => (error instanceof Error ? error.message : String(error))
-
 /** Bytes of a tensor of this shape and dtype, validated by core (ShapeError, DTypeError). */
 const byteLengthOf = (shape: ReadonlyArray<number>, dtype: DType): number => numelOf(checkShape(shape)) * dtypeOf(dtype).itemSize
 
@@ -118,7 +117,7 @@ export const allocateSymmetric = async (shape: ReadonlyArray<number>, dtypeOrOpt
     dtype,
     makeSymmetric,
     skipSymmetricCheck,
-    ...(refusal === undefined ? {} : { error: message(refusal) }),
+    ...(refusal === undefined ? {} : { error: messageOf(refusal) }),
   }
   const gather = gatherOf(member, options.timeoutMs)
   let all: ReadonlyArray<Statement>
@@ -225,7 +224,7 @@ export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetri
       member = groupOf(name)
     } catch (error) {
       for (const a of allocations) a.freed = true
-      failure ??= new SymmetricFreeError({ message: `group "${name}" of ${allocations[0].label} is gone: ${message(error)}`, reason: "group-gone" })
+      failure ??= new SymmetricFreeError({ message: `group "${name}" of ${allocations[0].label} is gone: ${messageOf(error)}`, reason: "group-gone" })
       continue
     }
     const heap = allocations[0].heap
@@ -234,7 +233,7 @@ export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetri
       seq: nextSeq(`${name}|${heap}`),
       heap,
       ids: allocations.map((a) => a.id),
-      ...(failure === undefined ? {} : { error: message(failure) }),
+      ...(failure === undefined ? {} : { error: messageOf(failure) }),
     }
     try {
       await agree(name, member.rank, mine, gatherOf(member, options.timeoutMs))

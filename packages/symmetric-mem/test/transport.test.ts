@@ -4,7 +4,8 @@
  * staging is released, and every malformed or hostile descriptor is refused with a typed error
  * before any byte is read out of bounds.
  */
-import { type TensorMeta, Tensor } from "@tensorlane/core"
+import { Tensor } from "@tensorlane/core"
+import { type TensorMeta } from "@tensorlane/core/plugin"
 import { afterAll, describe, expect, it } from "vitest"
 import { shm } from "../src/index.ts"
 import type { ShmMetadata } from "../src/internal/shmMetadata.ts"

@@ -5,11 +5,11 @@
 namespace tlgloo {
 
 // The kernel's send buffer for a group's sockets to peers on the same host. Left to the kernel, a
-// loopback socket's buffer grows to net.ipv4.tcp_wmem's maximum (4 MiB here), and a large transfer
+// loopback socket's buffer grows to net.ipv4.tcp_wmem's maximum (often 4 MiB), and a large transfer
 // then keeps that much in flight, more than the CPUs' caches hold, so that its bytes are likely
-// copied into the kernel and out again through main memory. With kDefaultBytes (the kernel doubles
-// it) raw Gloo one-way moves 64 MiB in 9.6-9.7 ms against 13.2-13.9 (bench/rawSend.mjs, alternate runs).
-// Sockets to other hosts keep the kernel's autotuning, which sizes them for the network's latency.
+// copied into the kernel and out again through main memory; kDefaultBytes (which the kernel doubles)
+// made large transfers about a third faster (docs/decisions/gloo-send-buffer.md). Sockets to other
+// hosts keep the kernel's autotuning, which sizes them for the network's latency.
 class SendBuffer {
  public:
   static constexpr int kDefaultBytes = 512 << 10;

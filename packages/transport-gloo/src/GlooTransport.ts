@@ -13,8 +13,8 @@ import {
   type Tensor,
   TransferError,
   UnsupportedOperationError,
-  defineTransport,
 } from "@tensorlane/core"
+import { defineTransport } from "@tensorlane/core/plugin"
 import type { NativeGroup, NativeOperation } from "./AddonTypes.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { loadAddon, loadedAddon } from "./internal/loadAddon.js"

@@ -3,7 +3,8 @@
  * process's gloo device), driven the way a transfer agent drives them, and the typed errors of its
  * misuses.
  */
-import { type Allocator, type GroupSetup, Tensor, type TensorMeta, nextStorageId } from "@tensorlane/core"
+import { type Allocator, Tensor } from "@tensorlane/core"
+import { type GroupSetup, type TensorMeta, nextStorageId } from "@tensorlane/core/plugin"
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { gloo, glooStatus } from "../src/index.ts"
 import { loadAddon } from "../src/internal/loadAddon.ts"

@@ -79,3 +79,13 @@ export interface NcclAddon {
   readonly registerWindow: (group: string, address: bigint, byteLength: number, symmetric: boolean, timeoutMs: number) => Promise<bigint>
   readonly deregisterWindow: (group: string, window: bigint, timeoutMs: number) => Promise<void>
 }
+
+/**
+ * What a storage of device memory holds in `handle`: the CUDA address (a bigint) and the device
+ * ordinal, plain data so that it crosses to the transfer agent's worker with the storage.
+ * transport-nixl reads the same convention.
+ */
+export interface DeviceMemoryHandle {
+  readonly address: bigint
+  readonly device: number
+}

@@ -14,14 +14,13 @@ import {
   UnsupportedOperationError,
   deviceIndex,
   isCuda,
-  nextStorageId,
   parseDevice,
-  registerDeviceAllocator,
 } from "@tensorlane/core"
-import type { NcclAddon } from "./AddonTypes.js"
+import { nextStorageId, registerDeviceAllocator } from "@tensorlane/core/plugin"
+import type { DeviceMemoryHandle, NcclAddon } from "./AddonTypes.js"
 import { toTensorlaneError } from "./internal/failures.js"
 import { loadCuda } from "./internal/loadAddon.js"
-import { type DeviceMemoryHandle, deviceAddress } from "./internal/memory.js"
+import { deviceAddress } from "./internal/memory.js"
 
 /** What must be given back when device memory is freed (held apart from the storage, for the collector). */
 export interface DeviceRange {

@@ -2,7 +2,7 @@
  * The errors of transport-nccl, as `Schema.TaggedError`s next to core's (whose NativeLibraryError,
  * DeviceError, TimeoutError and TransferError it raises as well).
  */
-import { registerErrorClasses } from "@tensorlane/core"
+import { registerErrorClasses } from "@tensorlane/core/plugin"
 import * as Schema from "effect/Schema"
 
 /** No NVIDIA driver, no CUDA device, or not the device asked for: CUDA memory and NCCL communicators need one. */

@@ -7,15 +7,16 @@
  * failure on any rank is rolled back on every rank and raised as NcclRegistrationError everywhere.
  */
 import { MissingGroupError, group as memberOf } from "@tensorlane/core"
+import { type AgreementGroup, type AgreementOptions, type Step, gatherJson, messageOf, runAgreed, runLockstep } from "@tensorlane/core/plugin"
 import { NcclRegistrationError } from "./Errors.js"
-import type { NcclMemPool, PoolSegment, SegmentRegistration } from "./NcclMemPool.js"
+import { type NcclMemPool, type PoolSegment, type SegmentRegistration, forgetEndedRegistrations } from "./NcclMemPool.js"
 import { requireFeature, supports } from "./NcclVersion.js"
 import { communicatorCollective } from "./NcclWindows.js"
-import { type Collective, type PoolGroup, type Step, gatherJson, messageOf, runAgreed, runLockstep } from "./internal/agreement.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
 
-export type { PoolGroup }
+/** What the registration needs of a group: its name, this rank and the control-plane gather. */
+export type PoolGroup = AgreementGroup
 
 export interface RegistrationOptions {
   /**
@@ -59,31 +60,19 @@ const communicatorFor = (pool: NcclMemPool, group: PoolGroup): Bound => {
   return { loaded, communicator: comm.id }
 }
 
-/**
- * Drops the registrations whose communicator is gone (its group destroyed, perhaps created again):
- * destroying a communicator deregistered them in NCCL, and their handles mean nothing to its successor.
- */
-export const forgetEndedRegistrations = (pool: NcclMemPool): void => {
-  if (pool.registrations.size === 0) return
-  const live = new Map(loadCuda().addon.communicators().map((c) => [c.group, c.id]))
-  for (const [group, registered] of pool.registrations) {
-    for (const [index, r] of registered) if (r.communicator !== live.get(group)) registered.delete(index)
-    if (registered.size === 0) pool.registrations.delete(group)
-  }
-}
-
 /** Applies the steps on every rank, all or nothing; windows in lockstep, since their calls are collective. */
 const apply = (bound: Bound, pool: NcclMemPool, group: PoolGroup, what: string, steps: ReadonlyArray<Step>, windows: boolean, timeoutMs: number): Promise<void> => {
-  if (!windows) return runAgreed(group, what, steps, timeoutMs)
+  const options: AgreementOptions = { timeoutMs, error: (failure) => new NcclRegistrationError(failure) }
+  if (!windows) return runAgreed(group, what, steps, options)
   const communicator = communicatorCollective(group.name)
-  const collective: Collective = {
-    broken: communicator.broken,
-    abort: async (reason) => {
+  const collective = {
+    ...communicator,
+    abort: async (reason: string) => {
       await communicator.abort(reason)
       pool.registrations.delete(group.name)
     },
   }
-  return runLockstep(group, what, steps, timeoutMs, collective)
+  return runLockstep(group, what, steps, collective, options)
 }
 
 const registrationsOf = (pool: NcclMemPool, group: string): Map<number, SegmentRegistration> => {
@@ -149,7 +138,7 @@ const describePlan = (p: Plan): string => `${p.op} ${p.sizes.length} segment(s) 
  * rank takes part in the same exchange, so the group's exchanges stay in step.
  */
 const agreeOnPlan = async (group: PoolGroup, what: string, plan: Plan, refusal: unknown, timeoutMs: number): Promise<void> => {
-  const plans = await gatherJson(group, plan, timeoutMs)
+  const plans = await gatherJson(group, plan, { timeoutMs })
   const refusedRanks = plans.flatMap((p, rank) => (p.refused === undefined ? [] : [rank]))
   if (plan.refused !== undefined) throw refusal
   if (refusedRanks.length > 0) {

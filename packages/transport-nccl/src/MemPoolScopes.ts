@@ -22,10 +22,10 @@
  * group have already left the scope).
  */
 import { type Allocator, withAllocator } from "@tensorlane/core"
+import { messageOf } from "@tensorlane/core/plugin"
 import { NcclRegistrationError } from "./Errors.js"
 import { type PoolGroup, type RegistrationOptions, deregisterMemPool, registerMemPool, resolveGroup } from "./MemPoolRegistration.js"
 import type { NcclMemPool } from "./NcclMemPool.js"
-import { messageOf } from "./internal/agreement.js"
 
 export type RegistrationMode = "new-segments" | "reregister"
 

@@ -6,7 +6,6 @@
  * Blocks return to the pool on `free` or when their storage is garbage-collected.
  */
 import {
-  BlockAllocator,
   type Device,
   DeviceError,
   type MemoryPool,
@@ -17,15 +16,14 @@ import {
   UnsupportedOperationError,
   deviceIndex,
   isCuda,
-  nextStorageId,
   parseDevice,
 } from "@tensorlane/core"
+import { BlockAllocator, nextStorageId } from "@tensorlane/core/plugin"
+import type { DeviceMemoryHandle } from "./AddonTypes.js"
 import { copyStorage, cudaCall } from "./CudaAllocator.js"
-import { forgetEndedRegistrations } from "./MemPoolRegistration.js"
 import { communicatorDevice } from "./NcclTransport.js"
 import { supports } from "./NcclVersion.js"
 import { loadCuda } from "./internal/loadAddon.js"
-import type { DeviceMemoryHandle } from "./internal/memory.js"
 
 /** Segments are at least this large (as PyTorch's caching allocator's large segments). */
 const DEFAULT_SEGMENT_BYTES = 2 << 20
@@ -221,6 +219,19 @@ export class NcclMemPool implements MemoryPool {
 
   private release(block: Block): void {
     this.segmentList[block.segment].blocks.free(block.offset)
+  }
+}
+
+/**
+ * Drops the registrations whose communicator is gone (its group destroyed, perhaps created again):
+ * destroying a communicator deregistered them in NCCL, and their handles mean nothing to its successor.
+ */
+export const forgetEndedRegistrations = (pool: NcclMemPool): void => {
+  if (pool.registrations.size === 0) return
+  const live = new Map(loadCuda().addon.communicators().map((c) => [c.group, c.id]))
+  for (const [group, registered] of pool.registrations) {
+    for (const [index, r] of registered) if (r.communicator !== live.get(group)) registered.delete(index)
+    if (registered.size === 0) pool.registrations.delete(group)
   }
 }
 

@@ -19,8 +19,8 @@ import {
   ShapeError,
   type Tensor,
   TransferError,
-  defineTransport,
 } from "@tensorlane/core"
+import { defineTransport } from "@tensorlane/core/plugin"
 import type { NativeBuffer, NativeOperation, NcclAddon } from "./AddonTypes.js"
 import { NCCL_BYTES, ncclReduceOp, reductionType } from "./NcclDTypes.js"
 import type { NcclVersion } from "./NcclVersion.js"

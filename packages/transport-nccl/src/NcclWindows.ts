@@ -5,9 +5,9 @@
  * of the group calls it, with buffers of the same size, in the same order.
  */
 import type { Device, Storage } from "@tensorlane/core"
+import type { Collective } from "@tensorlane/core/plugin"
 import { deviceAllocator } from "./CudaAllocator.js"
 import { requireFeature } from "./NcclVersion.js"
-import type { Collective } from "./internal/agreement.js"
 import { toTensorlaneError } from "./internal/failures.js"
 import { loadCuda } from "./internal/loadAddon.js"
 import { deviceAddress } from "./internal/memory.js"
@@ -69,5 +69,6 @@ export const communicatorCollective = (group: string): Collective => {
       return comm === undefined ? "destroyed" : comm.broken
     },
     abort: (reason) => addon.abortCommunicator(group, reason),
+    aborted: `its communicator of group "${group}" (ncclCommAbort)`,
   }
 }

@@ -5,7 +5,8 @@
  * into its buffers on a native thread. The producer does nothing per transfer: its NIXL progress
  * thread answers, so a busy JS thread there does not stall the READ.
  */
-import { ProtocolError, ShapeError, type TensorTransport, defineTransport } from "@tensorlane/core"
+import { ProtocolError, ShapeError } from "@tensorlane/core"
+import { type TensorTransport, defineTransport } from "@tensorlane/core/plugin"
 import type { NativeOperation } from "./AddonTypes.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { loadNixl, loadedNixl } from "./internal/loadAddon.js"

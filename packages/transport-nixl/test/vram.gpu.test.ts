@@ -5,7 +5,8 @@
  * without a GPU.
  */
 import * as fs from "node:fs"
-import { type Allocator, type Storage, Tensor, currentAllocator, nextStorageId } from "@tensorlane/core"
+import { type Allocator, type Storage, Tensor } from "@tensorlane/core"
+import { currentAllocator, nextStorageId } from "@tensorlane/core/plugin"
 import { describe, expect, it } from "vitest"
 import { type NixlMetadata, nixl } from "../src/index.js"
 import { storageMemory, tensorMemory } from "../src/internal/memory.js"

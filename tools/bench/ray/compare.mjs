@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 /**
- * tensorlane beside Ray Direct Transport, measured in one run on this machine: the DESIGN §5 scenario
- * (consumer.numel(producer.make(n)), submit to result, medians) on Ray (RDT over Gloo, and Ray's object
- * store) and on tensorlane (gloo, object-store, nixl), then one table. tensorlane runs first, Ray after a
- * pause; both time the same number of runs.
+ * tensorlane beside Ray Direct Transport, measured in one run on one machine: `tensorlane bench`'s
+ * scenario (consumer.numel(producer.make(n)), submit to result, medians) on Ray (RDT over Gloo, and
+ * Ray's object store) and on tensorlane (gloo, object-store, nixl), then one table. tensorlane runs
+ * first, Ray after a pause; both time the same number of runs.
  *   node tools/bench/ray/compare.mjs [--sizes 4KiB,4MiB,64MiB,256MiB] [--repeats 21] [--warmups 2]
  *     [--settle-s 60] [--no-setup] [--json <file>]
  * Ray and torch come from PyPI into .tools/ray-venv (setup-venv.sh, about 5.6 GB; never run by CI).
- * Build the repository first (bash tools/setup.sh): tensorlane's side runs packages/cli/dist/main.js.
+ * Build the repository first (bash tools/setup.sh).
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -32,6 +32,7 @@ const here = fileURLToPath(new URL(".", import.meta.url))
 const repo = join(here, "..", "..", "..")
 const venv = process.env.RAY_VENV ?? join(repo, ".tools", "ray-venv")
 const sizes = parseSizes(values.sizes)
+const cli = fileURLToPath(new URL("./main.js", import.meta.resolve("@tensorlane/cli")))
 const scratch = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-vs-ray-"))
 const run = (file, args, env = process.env) => execFileSync(file, args, { cwd: repo, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 })
 
@@ -41,7 +42,7 @@ process.stderr.write("tensorlane: gloo, object-store, nixl...\n")
 const oursJson = join(scratch, "tensorlane.json")
 run(process.execPath, [
   "--expose-gc",
-  join(repo, "packages", "cli", "dist", "main.js"),
+  cli,
   "bench",
   "--transports", "gloo,object-store,nixl",
   "--sizes", values.sizes,
@@ -52,8 +53,8 @@ run(process.execPath, [
   "--json", oursJson,
 ])
 const ours = JSON.parse(fs.readFileSync(oursJson, "utf8"))
-// Memory a finished run gave back makes fresh pages slow on this VM for about a minute (tensorlane's
-// 256 MiB ran 5 to 15 times slower right after Ray's run): the second run waits for it to settle.
+// Memory a finished run gave back can make fresh pages slow for a while on a small VM: the second
+// run waits for the machine to settle.
 process.stderr.write(`waiting ${values["settle-s"]} s for the machine to settle...\n`)
 await new Promise((resolve) => setTimeout(resolve, Number(values["settle-s"]) * 1000))
 

@@ -1,4 +1,4 @@
-"""The DESIGN §5 scenario on Ray Direct Transport, for tools/bench/ray/compare.mjs.
+"""tensorlane bench's scenario on Ray Direct Transport, for tools/bench/ray/compare.mjs.
 
 The producer returns torch.full((n // 4,), 1.0, dtype=torch.float32) for n bytes, the consumer returns
 t.numel(); the time is submit to result, ray.get(consumer.numel.remote(producer.make.remote(n))),

@@ -1,8 +1,8 @@
 /**
  * Two actor processes on one GPU in one nccl group: whether NCCL lets them share it (it refuses
  * two ranks of a communicator on one GPU in one process; across processes it is found out here),
- * and when it does, seed 001's transfer: a CUDA tensor moves sender -> receiver and sums the same
- * on both. A refusal must be NCCL's own (NcclError) in bounded time, with no group left behind; a
+ * and when it does, Ray Direct Transport's NCCL example: a CUDA tensor moves sender -> receiver
+ * and sums the same on both. A refusal must be NCCL's own (NcclError) in bounded time, with no group left behind; a
  * timeout or any other error is a failure.
  */
 import * as assert from "node:assert/strict"

@@ -1,10 +1,11 @@
 /**
  * NIXL on VRAM, with the trimmed NIXL the bundle carries (bundle.ts says which libraries): a CUDA
- * tensor is registered as VRAM and described for consumers, and seed 001's tensor, made on the GPU
+ * tensor is registered as VRAM and described for consumers, and Ray Direct Transport's example tensor, made on the GPU
  * by one actor, is READ into the GPU memory of another actor on the same GPU and sums the same.
  */
 import * as assert from "node:assert/strict"
-import { Tensor, currentAllocator } from "@tensorlane/core"
+import { Tensor } from "@tensorlane/core"
+import { currentAllocator } from "@tensorlane/core/plugin"
 import { type NixlMetadata, nixl, nixlStatus } from "@tensorlane/transport-nixl"
 import { MyActor } from "../../../examples/nccl/actors.js"
 import type { Check } from "../check.js"

@@ -1,5 +1,5 @@
 /**
- * The actors of the DESIGN §5 scenario: the producer returns n bytes of float32 ones, the consumer
+ * The actors of the benchmark's scenario: the producer returns n bytes of float32 ones, the consumer
  * their count. The transport is chosen per call with .options({ tensorTransport }). Actor processes
  * import this module (dist/internal/BenchActors.js) by its URL.
  */

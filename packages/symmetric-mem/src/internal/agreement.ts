@@ -3,7 +3,7 @@
  * which heap, what size or which allocations), and every rank runs the same checks on the same
  * statements, so a disagreement fails on every rank with the same SymmetricMismatchError.
  */
-import { ProtocolError } from "@tensorlane/core"
+import { gatherJson } from "@tensorlane/core/plugin"
 import type { Gather } from "../Backend.js"
 import { SymmetricMismatchError } from "../Errors.js"
 
@@ -23,17 +23,9 @@ export type Statement =
     }
   | { readonly op: "free"; readonly seq: number; readonly heap: string; readonly ids: ReadonlyArray<number>; readonly error?: string }
 
-const encoder = new TextEncoder()
-const decoder = new TextDecoder()
-
-const decode = (blob: Uint8Array, rank: number, group: string): Statement => {
-  try {
-    const s = JSON.parse(decoder.decode(blob)) as Statement
-    if ((s.op === "allocate" || s.op === "free") && typeof s.seq === "number" && typeof s.heap === "string") return s
-  } catch {
-    // Reported below.
-  }
-  throw new ProtocolError({ message: `rank ${rank} of group "${group}" sent an unreadable symmetric-memory statement` })
+const isStatement = (value: unknown): boolean => {
+  const s = value as Partial<Statement> | null
+  return typeof s === "object" && s !== null && (s.op === "allocate" || s.op === "free") && typeof s.seq === "number" && typeof s.heap === "string"
 }
 
 const describe = (s: Statement): string => (s.op === "allocate" ? `allocateSymmetric #${s.seq}` : `freeSymmetric #${s.seq}`)
@@ -43,7 +35,7 @@ const describe = (s: Statement): string => (s.op === "allocate" ? `allocateSymme
  * rank that stated an error (it refused the call locally) fails the others with what "peer".
  */
 export const agree = async (group: string, rank: number, mine: Statement, gather: Gather): Promise<ReadonlyArray<Statement>> => {
-  const all = (await gather(encoder.encode(JSON.stringify(mine)))).map((blob, r) => decode(blob, r, group))
+  const all = await gatherJson<Statement>({ name: group, allGather: gather }, mine, { check: isStatement })
   const fail = (what: SymmetricMismatchError["what"], message: string): never => {
     throw new SymmetricMismatchError({ message: `${describe(mine)} in group "${group}" (rank ${rank}): ${message}`, group, what })
   }

@@ -3,7 +3,8 @@
  * memory comes and goes only through the collective calls), and, for GPU backends, device storages
  * whose host bytes are refused.
  */
-import { type Allocator, DeviceError, type Device, ObjectFreedError, type Storage, UnsupportedOperationError, nextStorageId } from "@tensorlane/core"
+import { type Allocator, DeviceError, type Device, ObjectFreedError, type Storage, UnsupportedOperationError } from "@tensorlane/core"
+import { nextStorageId } from "@tensorlane/core/plugin"
 
 /** The allocator symmetric storages of `backend` name; `copy` moves their bytes (t.to("cpu")) when the backend can. */
 export const collectiveAllocator = (backend: string, device: Device, copy?: Allocator["copy"]): Allocator => ({

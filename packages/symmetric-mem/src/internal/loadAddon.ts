@@ -9,7 +9,7 @@
  * `pip install nvidia-nvshmem-cu12`); then the system library path (dlopen by bare name).
  */
 import { join } from "node:path"
-import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core"
+import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core/plugin"
 import type { SymmetricAddon } from "../AddonTypes.js"
 
 const PACKAGE = "@tensorlane/symmetric-mem"

@@ -12,10 +12,10 @@
  *
  * ncclCommWindowRegister is collective: a rank that enters it while another rank failed to get its
  * memory would wait inside NCCL until the timeout. So the ranks first agree that every one of them
- * holds its memory (transport-nccl's agreeOnOutcome: a failure is undone on every rank, the failing
+ * holds its memory (core's agreeOnOutcome: a failure is undone on every rank, the failing
  * rank raises its own error, NoCudaDeviceError without a GPU, NcclVersionError, NcclError, the
  * others NcclRegistrationError). The registration itself follows transport-nccl's rule for windows
- * (runLockstep, as its pool registration): a rank that fails it leaves the others inside the call
+ * (core's runLockstep, as its pool registration): a rank that fails it leaves the others inside the call
  * until their limit, and a deregistration to undo it would be collective too, so only when every
  * rank's call failed on a healthy communicator do the ranks undo together; otherwise every rank
  * aborts the communicator (ncclCommAbort) and raises NcclRegistrationError: the group must be
@@ -23,6 +23,7 @@
  * this call created).
  */
 import { DeviceError, type Device, type GroupMember, type Storage, isCuda, parseDevice } from "@tensorlane/core"
+import { type AgreementGroup, type AgreementOptions, type LocalFailure, type Step, agreeOnOutcome, messageOf, runLockstep } from "@tensorlane/core/plugin"
 import type * as Nccl from "@tensorlane/transport-nccl"
 import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
@@ -66,11 +67,11 @@ const blocksOf = (group: string): Set<Storage> => {
 }
 
 /** Runs a local step, returning its failure (for agreeOnOutcome) instead of throwing it. */
-const attempt = async <A>(what: string, step: () => A | Promise<A>): Promise<{ readonly value?: A; readonly failure?: Nccl.LocalFailure }> => {
+const attempt = async <A>(what: string, step: () => A | Promise<A>): Promise<{ readonly value?: A; readonly failure?: LocalFailure }> => {
   try {
     return { value: await step() }
   } catch (error) {
-    return { failure: { message: `${what}: ${error instanceof Error ? error.message : String(error)}`, error } }
+    return { failure: { message: `${what}: ${messageOf(error)}`, error } }
   }
 }
 
@@ -102,9 +103,10 @@ export const ncclWindowBackend: SymmetricBackend = {
     const what = `${NAME} allocation of ${byteLength} bytes in group "${member.name}" (rank ${member.rank})`
     const timeoutMs = options.timeoutMs ?? TIMEOUT_MS
     // The agreements run over the front end's gather (and its timeout).
-    const group: Nccl.PoolGroup = { name: member.name, rank: member.rank, worldSize: member.worldSize, allGather: (blob) => gather(blob) }
-    const agree = (failure: Nccl.LocalFailure | undefined, rollback: () => Promise<void>) =>
-      nccl.agreeOnOutcome(group, what, failure, async () => (await rollback(), []), { timeoutMs, ownErrors: true })
+    const group: AgreementGroup = { name: member.name, rank: member.rank, worldSize: member.worldSize, allGather: (blob) => gather(blob) }
+    const agreement: AgreementOptions = { timeoutMs, error: (failure) => new nccl.NcclRegistrationError(failure) }
+    const agree = (failure: LocalFailure | undefined, rollback: () => Promise<void>) =>
+      agreeOnOutcome(group, what, failure, async () => (await rollback(), []), { ...agreement, ownErrors: true })
     // Local steps: the libraries, the version gate, the communicator (or where the heap's own will be), the memory.
     const prepared = await attempt("allocating its block", () => {
       const { version } = nccl.loadCuda()
@@ -137,7 +139,7 @@ export const ncclWindowBackend: SymmetricBackend = {
       })
     }
     let registered: Nccl.NcclWindow | undefined
-    const register: Nccl.Step = {
+    const register: Step = {
       label: "ncclCommWindowRegister",
       apply: async () => {
         registered = await nccl.registerNcclWindow(communicator.name, memory, { symmetric: true, timeoutMs })
@@ -146,8 +148,8 @@ export const ncclWindowBackend: SymmetricBackend = {
     }
     try {
       // The comparison after the collective call takes its own limit (longer than the call's), not the front end's.
-      const lockstep: Nccl.PoolGroup = { ...group, allGather: (blob, limit) => member.allGather(blob, limit) }
-      await nccl.runLockstep(lockstep, what, [register], timeoutMs, nccl.communicatorCollective(communicator.name))
+      const lockstep: AgreementGroup = { ...group, allGather: (blob, limit) => member.allGather(blob, limit) }
+      await runLockstep(lockstep, what, [register], nccl.communicatorCollective(communicator.name), agreement)
     } catch (error) {
       await freeMemory()
       await dropCommunicator()

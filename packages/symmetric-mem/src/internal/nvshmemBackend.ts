@@ -9,6 +9,7 @@
  * driver), and later allocations must ask for that device.
  */
 import { type Device, DeviceError, OutOfMemoryError, type GroupMember, deviceIndex, parseDevice } from "@tensorlane/core"
+import { gatherJson, messageOf } from "@tensorlane/core/plugin"
 import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
@@ -33,15 +34,12 @@ interface InitReport {
   readonly unselected?: string
 }
 
+const isInitReport = (value: unknown): boolean => typeof value === "object" && value !== null && typeof (value as InitReport).status === "number"
+
 /** The outcome of this process's bootstrap, agreed by every rank: once settled, no more gathers. */
 let settled: { readonly ok: true; readonly world: string; readonly device: Device } | { readonly ok: false; readonly why: string } | undefined
 let liveBlocks = 0
 
-const encoder = new TextEncoder()
-const decoder = new TextDecoder()
-
-const exchange = async (gather: Gather, mine: InitReport): Promise<ReadonlyArray<InitReport>> =>
-  (await gather(encoder.encode(JSON.stringify(mine)))).map((b) => JSON.parse(decoder.decode(b)) as InitReport)
 
 const refuse = (why: string): never => {
   throw new SymmetricBackendError({ message: `NVSHMEM is not initialized, so nothing is allocated (NVSHMEM would exit the process): ${why}`, backend: NAME, reason: "not-initialized" })
@@ -69,10 +67,11 @@ const ensureInitialized = async (member: GroupMember, gather: Gather, device: De
     try {
       uid = Buffer.from(addon.nvshmemUniqueId()).toString("base64")
     } catch (e) {
-      error = `nvshmemx_get_uniqueid failed: ${e instanceof Error ? e.message : String(e)}`
+      error = `nvshmemx_get_uniqueid failed: ${messageOf(e)}`
     }
   }
-  const first = await exchange(gather, { status, uid, error, deviceError })
+  const group = { name: member.name, allGather: gather }
+  const first = await gatherJson<InitReport>(group, { status, uid, error, deviceError }, { check: isInitReport })
   const deviceErrors = first.flatMap((r, rank) => (r.deviceError === undefined ? [] : [`rank ${rank}: ${r.deviceError}`]))
   if (deviceErrors.length > 0) {
     throw new DeviceError({ message: `NVSHMEM was not initialized, so nothing is allocated: ${deviceErrors.join("; ")}`, device })
@@ -88,7 +87,7 @@ const ensureInitialized = async (member: GroupMember, gather: Gather, device: De
   } else if (first.some((r) => r.status < INITIALIZED)) {
     report = { status, error: first.find((r) => r.error !== undefined)?.error ?? "the ranks' NVSHMEM states differ (some initialized, some not)" }
   }
-  const second = await exchange(gather, report)
+  const second = await gatherJson<InitReport>(group, report, { check: isInitReport })
   const failures = second
     .map((r, rank) => [rank, r] as const)
     .filter(([, r]) => r.status < INITIALIZED || r.error !== undefined)

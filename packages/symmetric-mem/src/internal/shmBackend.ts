@@ -4,7 +4,8 @@
  * carves blocks out of its heap with the same deterministic allocator, so an allocation has the
  * same offset in every rank's heap and `peerTensor(t, r)` is the same offset in rank r's heap.
  */
-import { BlockAllocator, type GroupMember, ObjectFreedError, OutOfMemoryError, type Storage, nextStorageId } from "@tensorlane/core"
+import { type GroupMember, ObjectFreedError, OutOfMemoryError, type Storage } from "@tensorlane/core"
+import { BlockAllocator, nextStorageId } from "@tensorlane/core/plugin"
 import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator } from "./collectiveMemory.js"

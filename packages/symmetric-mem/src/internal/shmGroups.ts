@@ -7,7 +7,8 @@
  * /dev/shm. Should a rank fail before mapping it, the creation fails and rank 0, which keeps the
  * name until its group is destroyed, unlinks it then.
  */
-import { type GroupSetup, TransferError } from "@tensorlane/core"
+import { TransferError } from "@tensorlane/core"
+import { type GroupSetup } from "@tensorlane/core/plugin"
 import { TRANSPORT, toTensorlaneError } from "./failures.js"
 import { loadAddon } from "./loadAddon.js"
 import { groupKey, heapBytesPerRank, segmentNameFor } from "./settings.js"

@@ -4,7 +4,8 @@
  * that consumers can read them in place. Blocks go back when the object is released; the pages
  * stay warm for the next object.
  */
-import { BlockAllocator, OutOfMemoryError, type Tensor } from "@tensorlane/core"
+import { OutOfMemoryError, type Tensor } from "@tensorlane/core"
+import { BlockAllocator } from "@tensorlane/core/plugin"
 import { randomBytes } from "node:crypto"
 import { loadAddon } from "./loadAddon.js"
 import { reserve } from "./reservation.js"

@@ -3,7 +3,8 @@
  * machine without libgloo; a failure says which library is missing, where we looked and what to run.
  */
 import * as fs from "node:fs"
-import { NativeLibraryError, type NativeAddonSpec, addonCandidates as candidatesOf, requireNativeAddon } from "@tensorlane/core"
+import { NativeLibraryError } from "@tensorlane/core"
+import { type NativeAddonSpec, addonCandidates as candidatesOf, requireNativeAddon } from "@tensorlane/core/plugin"
 import type { GlooAddon } from "../AddonTypes.js"
 
 /** This package: what actor processes import to load the transport, and what builds the addon. */

@@ -12,7 +12,7 @@
  *    cu12 or cu13 wheels);
  * 3. the system library path (dlopen by bare name).
  */
-import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core"
+import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core/plugin"
 import type { NcclAddon } from "../AddonTypes.js"
 import { type NcclVersion, parseNcclVersion } from "../NcclVersion.js"
 

@@ -1,15 +1,7 @@
-/**
- * Device memory as core sees it: a Storage whose `handle` is `{ address, device }` (a bigint CUDA
- * pointer and the device ordinal; plain data, so that it crosses to the transfer agent's worker
- * with the storage). This is the convention transport-nixl reads too.
- */
+/** The CUDA address behind a storage or tensor, read from its `handle` (a DeviceMemoryHandle). */
 import { DeviceError, type Storage, type Tensor, isCuda } from "@tensorlane/core"
+import type { DeviceMemoryHandle } from "../AddonTypes.js"
 import { TRANSPORT } from "./failures.js"
-
-export interface DeviceMemoryHandle {
-  readonly address: bigint
-  readonly device: number
-}
 
 /** The CUDA address of a storage; DeviceError for host storage or one without an address. */
 export const deviceAddress = (storage: Storage, what: string): bigint => {

@@ -10,7 +10,7 @@
  * NIXL_PLUGIN_DIR, when set, is read by libnixl itself; by default it finds plugins/ next to it.
  */
 import { join } from "node:path"
-import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core"
+import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core/plugin"
 import type { NixlAddon } from "../AddonTypes.js"
 import { nixlSettings } from "./settings.js"
 

@@ -1,4 +1,4 @@
-/** Actors of the shm benchmark (DESIGN.md §5's scenario). */
+/** Actors of the shm benchmark (shmTransport.mjs): tensorlane bench's scenario, and the same bytes on a symmetric heap. */
 import { Tensor, defineActor, method } from "@tensorlane/core"
 import { allocateSymmetric } from "@tensorlane/symmetric-mem"
 

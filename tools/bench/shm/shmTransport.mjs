@@ -1,12 +1,12 @@
 /**
- * DESIGN.md §5's scenario over the shm transport, timed by the CLI's loop (`timeScenario`), next to a
- * single-thread memcpy of the same size measured in the same run. Rows: "shm" (the scenario as
- * written: the producer's fresh tensor is staged on its heap, the consumer copies it out: two copies),
- * "shm-heap" (the producer writes the bytes into a tensor of its symmetric heap: one copy, the
- * consumer's), and "object-store" (core's socket path) for comparison. Prints one JSON line per row.
- * Run: npm run build, then node --expose-gc packages/symmetric-mem/bench/shmTransport.mjs [bytes...]
+ * The scenario of `tensorlane bench` over the shm transport, timed by the CLI's loop
+ * (`timeScenario`), next to a single-thread memcpy of the same size measured in the same run. Rows:
+ * "shm" (the scenario as written: the producer's fresh tensor is staged on its heap, the consumer
+ * copies it out: two copies), "shm-heap" (the producer writes the bytes into a tensor of its
+ * symmetric heap: one copy, the consumer's), and "object-store" (core's socket path) for comparison.
+ * Prints one JSON line per row.
+ *   npm run build, then node --expose-gc tools/bench/shm/shmTransport.mjs [bytes...]  (REPEATS=7)
  */
-import { fileURLToPath } from "node:url"
 import { median, memcpyMs, timeScenario } from "@tensorlane/cli"
 import { start } from "@tensorlane/core"
 import { ShmBench } from "./benchActors.mjs"
@@ -15,7 +15,7 @@ const sizes = process.argv.slice(2).map(Number)
 const repeats = Number(process.env.REPEATS ?? 7)
 const warmups = 2
 
-const cluster = await start({ transports: [fileURLToPath(new URL("../dist/index.js", import.meta.url))] })
+const cluster = await start({ transports: ["@tensorlane/symmetric-mem"] })
 try {
   const [producer, consumer] = await cluster.spawn(ShmBench, { count: 2 })
   // A group of the producer alone: its heap, which needs no collective call with the consumer.

@@ -1,13 +1,13 @@
 /**
- * Registration cost of 1000 views against one storage (seed 000's case), in one process through
+ * Registration cost of 1000 views against one storage (register_nixl_memory's case), in one process through
  * the transport's own producer path (extractMetadata / release):
  *   views      1000 row views of one [1000, 1000] float32 storage in one object: 1 registration
  *   pinned     the same after registerNixlMemory(weight): 0 registrations per object
  *   storages   1000 separate [1000] storages in one object: 1000 registrations (the cost avoided)
- * Run: node --expose-gc packages/transport-nixl/bench/registration.mjs  (after npm run build)
+ *   npm run build, then node --expose-gc tools/bench/nixl/registration.mjs  (REPEATS=7)
  */
 import { Tensor } from "@tensorlane/core"
-import { deregisterNixlMemory, nixl, registerNixlMemory } from "../dist/index.js"
+import { deregisterNixlMemory, nixl, registerNixlMemory } from "@tensorlane/transport-nixl"
 
 const REPEATS = Number(process.env.REPEATS ?? 7)
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]

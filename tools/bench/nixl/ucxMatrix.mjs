@@ -1,10 +1,10 @@
 /**
- * The UCX settings table of README.md: runs `tensorlane bench --transports nixl` (DESIGN.md §5 at
- * 64 MiB and 4 KiB, median of 7 after 2 warm-ups, memcpy measured in the same run) under each
- * setting, ROUNDS times interleaved (the CI machine is noisy), and prints a markdown row per setting
- * with the best and worst median of the rounds, plus whether peer death detection stays on. UCX
- * settings reach the actors through the environment they inherit.
- * Run: node packages/transport-nixl/bench/ucxMatrix.mjs  (after npm run build)
+ * UCX settings against each other: runs `tensorlane bench --transports nixl --sizes 64MiB,4KiB`
+ * (memcpy measured in the same run) under each setting, ROUNDS times interleaved (the machine's
+ * speed drifts), and prints a Markdown row per setting with the best and worst median of the rounds,
+ * plus whether UCX's own dead-peer detection stays on. UCX settings reach the actors through the
+ * environment they inherit.
+ *   npm run build, then node tools/bench/nixl/ucxMatrix.mjs  (ROUNDS=2)
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"

@@ -1,0 +1,118 @@
+/**
+ * Raw Gloo, the limit of the gloo rows: a one-way send of n bytes from this process to a child
+ * process (internal/RawGlooPeer.ts) through transport-gloo's addon alone, timed on the sender from the send
+ * until the receiver's 1-byte acknowledgement arrives (so the figure includes one small-message
+ * hop). One connected pair serves the whole run, so that a benchmark can time each size just before
+ * and just after its own cell and compare figures taken seconds apart.
+ */
+import { type ChildProcess, fork } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import type { NativeGroup } from "@tensorlane/transport-gloo"
+
+/** A wait long enough that only the benchmark's own end stops it. */
+export const HOUR_MS = 3_600_000
+
+/** What the two processes tell each other over the IPC channel. */
+export type RawGlooMessage =
+  | { readonly blob: Uint8Array }
+  | { readonly tag: number; readonly bytes: number }
+  | { readonly ready: true }
+  | { readonly done: true }
+
+export interface Link {
+  readonly send: (message: RawGlooMessage) => void
+  readonly next: () => Promise<RawGlooMessage>
+}
+
+type Endpoint = Pick<ChildProcess, "on" | "send"> | NodeJS.Process
+
+/** Requests and answers over the IPC channel; a message may arrive before `next()` is called, so it waits. */
+export const linkOf = (endpoint: Endpoint): Link => {
+  const waiting: Array<(message: RawGlooMessage) => void> = []
+  const arrived: Array<RawGlooMessage> = []
+  endpoint.on("message", (message: RawGlooMessage) => {
+    const resolve = waiting.shift()
+    if (resolve !== undefined) resolve(message)
+    else arrived.push(message)
+  })
+  return {
+    send: (message) => endpoint.send!(message),
+    next: () => (arrived.length > 0 ? Promise.resolve(arrived.shift()!) : new Promise((resolve) => waiting.push(resolve))),
+  }
+}
+
+/** This rank of a two-rank gloo group, connected through the link. */
+export const connectPair = async (rank: 0 | 1, link: Link): Promise<NativeGroup> => {
+  const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
+  const { addon } = loadGlooAddon()
+  const group = new addon.Group(rank, 2, 30_000)
+  link.send({ blob: group.address() })
+  const message = await link.next()
+  if (!("blob" in message)) throw new Error("raw Gloo: the peer sent no address")
+  await group.connect(rank === 0 ? [group.address(), message.blob] : [message.blob, group.address()])
+  return group
+}
+
+/** Buffers of each size, made (and their pages touched) on first use, then reused as raw Gloo reuses its own. */
+export const buffersBySize = (make: (bytes: number) => Uint8Array): ((bytes: number) => Uint8Array) => {
+  const made = new Map<number, Uint8Array>()
+  return (bytes) => {
+    let buffer = made.get(bytes)
+    if (buffer === undefined) made.set(bytes, (buffer = make(bytes)))
+    return buffer
+  }
+}
+
+/** The byte at index i of every send, checked by the receiver at the last index. */
+export const patternByte = (i: number): number => i % 251
+
+export interface RawGloo {
+  /** `repeats` timed sends of `bytes` after `warmups`, in ms. */
+  readonly measure: (bytes: number, repeats: number) => Promise<ReadonlyArray<number>>
+  readonly close: () => Promise<void>
+}
+
+/** A sender in this process and a receiving child, connected once. */
+export const openRawGloo = async (warmups: number): Promise<RawGloo> => {
+  const child = fork(fileURLToPath(new URL("./internal/RawGlooPeer.js", import.meta.url)), [], { serialization: "advanced", stdio: "inherit" })
+  const link = linkOf(child)
+  const exited = new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())))
+  let group: NativeGroup
+  try {
+    group = await connectPair(0, link)
+  } catch (error) {
+    child.kill()
+    await exited
+    throw error
+  }
+  const ack = new Uint8Array(new SharedArrayBuffer(1))
+  const data = buffersBySize((bytes) => {
+    const buffer = new Uint8Array(new SharedArrayBuffer(bytes))
+    for (let i = 0; i < bytes; i++) buffer[i] = patternByte(i)
+    return buffer
+  })
+  let sent = 0
+  const sample = async (bytes: number): Promise<number> => {
+    const tag = sent++
+    // The receiver posts its receive as it answers: the timed part is the send and its ack only.
+    link.send({ tag, bytes })
+    await link.next()
+    const start = process.hrtime.bigint()
+    await group.send(1, `raw-${tag}`, [data(bytes)], HOUR_MS).promise
+    await group.receive(1, `ack-${tag}`, [ack], HOUR_MS).promise
+    return Number(process.hrtime.bigint() - start) / 1e6
+  }
+  return {
+    measure: async (bytes, repeats) => {
+      for (let i = 0; i < warmups; i++) await sample(bytes)
+      const samplesMs: Array<number> = []
+      for (let i = 0; i < repeats; i++) samplesMs.push(await sample(bytes))
+      return samplesMs
+    },
+    close: async () => {
+      link.send({ done: true })
+      group.destroy()
+      await exited
+    },
+  }
+}
