@@ -590,3 +590,20 @@ describe("NCCL memory pools", () => {
     await nccl.destroyGroup!("win-api#0")
   })
 })
+
+describe("the teardown of a worker's environment", () => {
+  it("leaves an operation the worker started to end without it: the process survives the end, which settles nothing", async () => {
+    // In a process of its own (a crash there must fail the test, not take the runner down); glibc
+    // fills freed blocks with 0xa5 at once, so that touching the ended worker's freed thread-safe
+    // function crashes reliably (it did: SIGABRT).
+    const env = { ...process.env, FAKE_NCCL_HANG: "ncclSend", GLIBC_TUNABLES: "glibc.malloc.tcache_count=0", MALLOC_PERTURB_: "165" }
+    const fixture = new URL("./fixtures/teardown.mjs", import.meta.url).pathname
+    const outcome = await new Promise<{ code: number | null; signal: string | null; stdout: string }>((resolve) => {
+      execFile(process.execPath, [fixture], { env, timeout: 50_000 }, (error, stdout) =>
+        resolve({ code: error === null ? 0 : (error.code as number | null), signal: error?.signal ?? null, stdout }),
+      )
+    })
+    expect(outcome).toMatchObject({ code: 0, signal: null })
+    expect(JSON.parse(outcome.stdout)).toEqual({ broken: 'ncclSend to rank 0 in group "teardown" timed out' })
+  })
+})
