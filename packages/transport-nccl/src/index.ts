@@ -11,5 +11,6 @@ export { allocateNcclMemory, freeNcclMemory, registerNcclWindow, deregisterNcclW
 export { agreeOnOutcome, runLockstep, type Collective, type LocalFailure, type Step } from "./internal/agreement.js"
 export { loadNccl, loadCuda, libraryCandidates, NCCL_LIBRARY_ENV, CUDART_LIBRARY_ENV } from "./internal/loadAddon.js"
 export type { DeviceMemoryHandle } from "./internal/memory.js"
-export type { NativeBuffer, NativeCommunicator, NativeDevices, NativeFailure, NativeFailureCode, NativeOperation, NcclAddon } from "./AddonTypes.js"
+export type { NativeBuffer, NativeCommunicator, NativeDevices, NativeOperation, NcclAddon } from "./AddonTypes.js"
+export type { NativeFailure, NativeFailureCode } from "@tensorlane/core/native"
 export * as NcclEffect from "./NcclEffect.js"

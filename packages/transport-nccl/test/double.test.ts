@@ -12,11 +12,12 @@ import * as os from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { Tensor } from "@tensorlane/core"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest"
 import {
   type NcclMemPool,
   type PoolGroup,
   allocateNcclMemory,
+  communicatorDevice,
   createNcclMemPool,
   deregisterMemPool,
   deregisterNcclWindow,
@@ -179,6 +180,9 @@ describe("timeouts and aborts end with ncclCommAbort", () => {
     const gather = exchange(1)
     await nccl.createGroup!({ name, rank: 0, worldSize: 1, members: [], timeoutMs: 10_000, allGather: gather(0) })
   }
+  /** Sends one small CUDA tensor to rank 0 of the one-rank group `group`. */
+  const sendOne = (group: string, objectId: string) =>
+    nccl.send!({ object: { objectId, tensors: [Tensor.ones([4]).to("cuda:0")] }, group, toRank: 0, signal: new AbortController().signal })
 
   it("an aborted transfer aborts the communicator, which stays broken until the group is created again", async () => {
     await solo("hang")
@@ -203,13 +207,25 @@ describe("timeouts and aborts end with ncclCommAbort", () => {
     await nccl.destroyGroup!("hang")
   })
 
+  it("settings it does not accept are InvalidSettingErrors naming the variable: the wait limit and the device", async () => {
+    await solo("setting")
+    vi.stubEnv("TENSORLANE_NCCL_DEVICE", "cuda:1")
+    vi.stubEnv("TENSORLANE_NCCL_WAIT_TIMEOUT_MS", "1.5")
+    try {
+      expect(() => communicatorDevice()).toThrow(expect.objectContaining({ _tag: "InvalidSettingError", variable: "TENSORLANE_NCCL_DEVICE", value: "cuda:1" }))
+      await expect(sendOne("setting", "w1")).rejects.toMatchObject({ _tag: "InvalidSettingError", variable: "TENSORLANE_NCCL_WAIT_TIMEOUT_MS", value: "1.5" })
+    } finally {
+      vi.unstubAllEnvs()
+      await nccl.destroyGroup!("setting")
+    }
+  })
+
   it("an NCCL wait past its limit is a TimeoutError and aborts the communicator", async () => {
     await solo("slow")
     process.env.FAKE_NCCL_HANG = "ncclSend"
     process.env.TENSORLANE_NCCL_WAIT_TIMEOUT_MS = "100"
     try {
-      const sending = nccl.send!({ object: { objectId: "s1", tensors: [Tensor.ones([4]).to("cuda:0")] }, group: "slow", toRank: 0, signal: new AbortController().signal })
-      await expect(sending).rejects.toMatchObject({ _tag: "TimeoutError", timeoutMs: 100 })
+      await expect(sendOne("slow", "s1")).rejects.toMatchObject({ _tag: "TimeoutError", timeoutMs: 100 })
       expect(calls("ncclCommAbort", 0)).toHaveLength(1)
     } finally {
       delete process.env.TENSORLANE_NCCL_WAIT_TIMEOUT_MS
