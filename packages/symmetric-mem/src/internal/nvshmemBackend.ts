@@ -12,7 +12,8 @@ import { type Device, DeviceError, OutOfMemoryError, type GroupMember, deviceInd
 import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
-import { isNativeFailure, toTensorlaneError } from "./failures.js"
+import { isNativeFailure } from "@tensorlane/core/native"
+import { toTensorlaneError } from "./failures.js"
 import { loadNvshmem } from "./loadAddon.js"
 import { cudaDriverLibrary } from "./settings.js"
 
