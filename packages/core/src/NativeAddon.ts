@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url"
 import { NativeLibraryError } from "./Errors.js"
 import { readSetting, textSetting } from "./Settings.js"
 
-export interface NativeAddonSpec {
+interface NativeAddonSpec {
   /** The npm package that builds the addon (its package.json `name`). */
   readonly packageName: string
   /** `import.meta.url` of a module of that package (source or bundled). */
@@ -29,7 +29,7 @@ export interface NativeAddonSpec {
 }
 
 /** The folder of `packageName` that holds the module at `moduleUrl` (run from src/ in tests, bundled in dist/). */
-export const packageRootOf = (moduleUrl: string, packageName: string): string => {
+const packageRootOf = (moduleUrl: string, packageName: string): string => {
   const start = dirname(fileURLToPath(moduleUrl))
   for (let dir = start; ; dir = dirname(dir)) {
     const manifest = join(dir, "package.json")
@@ -42,7 +42,7 @@ const overrideOf = (spec: NativeAddonSpec): string | undefined =>
   readSetting(textSetting(spec.overrideEnv, `the path of a built ${spec.file}`))
 
 /** Where the addon may be, in the order tried: the override alone when set, else cmake-js's Release and Debug outputs. */
-export const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> => {
+const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> => {
   const override = overrideOf(spec)
   if (override !== undefined) return [override]
   const root = packageRootOf(spec.moduleUrl, spec.packageName)
@@ -50,7 +50,7 @@ export const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> =>
 }
 
 /** Requires the first candidate that loads; NativeLibraryError naming every candidate otherwise. */
-export const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: A; readonly path: string } => {
+const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: A; readonly path: string } => {
   const tried = addonCandidates(spec)
   const require = createRequire(spec.moduleUrl)
   const failures: Array<string> = []

@@ -44,15 +44,6 @@ export {
 export * from "./Transport.js"
 export { registerErrorClasses } from "./internal/wireError.js"
 export { MAX_MESSAGE_BYTES } from "./internal/frame.js"
-export {
-  addonCandidates,
-  libraryCandidates,
-  loadNativeLibrary,
-  packageRootOf,
-  requireNativeAddon,
-  type NativeAddonSpec,
-  type NativeLibrarySpec,
-} from "./NativeAddon.js"
 export { TensorStore, type StoredObject } from "./TensorStore.js"
 export { recordTransfer, transferBytes, transferCount, transferLatency, transferSpanName, type TransferStat } from "./Metrics.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"
