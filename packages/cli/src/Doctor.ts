@@ -8,7 +8,8 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-import { genericFacts, PACKAGES, type PackageEntry, type StatusFacts } from "./Packages.js"
+import type { PackageStatus } from "@tensorlane/core/native"
+import { PACKAGES, type PackageEntry } from "./Packages.js"
 import { parseUcxLog, type UcxReport } from "./UcxReport.js"
 
 export type TransportState = "ready" | "missing library" | "no GPU" | "not installed" | "error"
@@ -75,6 +76,11 @@ const asNativeLibraryError = (error: unknown): { message: string; tried: Readonl
     ? (error as { message: string; tried: ReadonlyArray<string>; fix: string })
     : undefined
 
+const isPackageStatus = (status: unknown): status is PackageStatus => {
+  const details = typeof status === "object" && status !== null ? (status as Partial<PackageStatus>).details : undefined
+  return Array.isArray(details) && details.every((d) => Array.isArray(d) && d.length === 2 && d.every((part) => typeof part === "string"))
+}
+
 export const probePackage = async (entry: PackageEntry, hasGpu: boolean): Promise<PackageReport> => {
   const base = { packageName: entry.packageName, transports: entry.transports, gpuOnly: entry.gpuOnly, details: [] }
   const manifest = manifestOf(entry.packageName)
@@ -93,21 +99,8 @@ export const probePackage = async (entry: PackageEntry, hasGpu: boolean): Promis
     if (missing !== undefined) return { ...found, state: "missing library", reason: missing.message, tried: missing.tried, fix: missing.fix }
     return { ...found, state: "error", reason: messageOf(error) }
   }
-  let facts: StatusFacts
-  try {
-    facts = (entry.read ?? genericFacts)(status)
-  } catch (error) {
-    return { ...found, state: "error", reason: `unexpected ${entry.statusExport} result: ${messageOf(error)}` }
-  }
-  const state: TransportState = entry.gpuOnly && !hasGpu ? "no GPU" : facts.ready ? "ready" : "missing library"
-  return {
-    ...found,
-    state,
-    details: facts.details,
-    ...(facts.reason !== undefined ? { reason: facts.reason } : {}),
-    ...(facts.tried !== undefined ? { tried: facts.tried } : {}),
-    ...(state === "missing library" ? { fix: entry.fix } : {}),
-  }
+  if (!isPackageStatus(status)) return { ...found, state: "error", reason: `${entry.statusExport} returned no details (core's PackageStatus)` }
+  return { ...found, state: entry.gpuOnly && !hasGpu ? "no GPU" : "ready", details: status.details }
 }
 
 const run = promisify(execFile)

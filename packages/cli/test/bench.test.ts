@@ -113,7 +113,7 @@ describe("tensorlane bench", () => {
     // Only the consumer's process gets a value its gloo device refuses: the group cannot be made.
     const refused = await tensorlane([...args, "--consumer-env", "TENSORLANE_GLOO_DEVICE_CPUS=x"])
     expect(refused.code).toBe(1)
-    expect(refused.stderr).toMatch(/TransferError: .*TENSORLANE_GLOO_DEVICE_CPUS="x" is neither a list of CPUs/)
+    expect(refused.stderr).toMatch(/InvalidSettingError: .*TENSORLANE_GLOO_DEVICE_CPUS must be a list of CPUs \(like 1 or 0,2-3\), or all, got "x"/)
   })
 
   it("refuses a transport that is not ready here, and names the doctor", async () => {

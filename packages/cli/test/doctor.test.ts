@@ -59,8 +59,8 @@ const hadNodeModules = fs.existsSync(nodeModules)
 const doubles: Record<string, string> = {
   "missing-library": `import { NativeLibraryError } from "@tensorlane/core"
 export const status = () => { throw new NativeLibraryError({ message: "libfake.so cannot be loaded", library: "libfake.so", tried: ["/opt/fake/libfake.so", "libfake.so"], fix: "install fake" }) }`,
-  "not-ready": `export const status = () => ({ ready: false, library: undefined, error: "the addon is not built" })`,
-  "gpu-library": `export const status = () => ({ ready: true, version: "2.27.3", library: "/opt/nccl/libnccl.so.2", devices: 0 })`,
+  "no-details": `export const status = () => ({ ready: false, library: undefined, error: "the addon is not built" })`,
+  "gpu-library": `export const status = () => ({ version: "2.27.3", devices: 0, details: [["nccl", "2.27.3 at /opt/nccl/libnccl.so.2"], ["devices", "0"]] })`,
   "no-status": `export const other = 1`,
   "throws": `export const status = () => { throw new Error("boom") }`,
 }
@@ -100,20 +100,18 @@ describe("doctor states (test-double packages)", () => {
     expect(report.location).toBe(join(scope, "missing-library"))
   })
 
-  it("a status that says not ready is a missing library, with its reason and the package's fix", async () => {
-    expect(await probePackage(entry("not-ready"), false)).toMatchObject({
-      state: "missing library",
-      reason: "the addon is not built",
-      fix: "npm install @tensorlane-test/not-ready",
+  it("a status outside core's PackageStatus contract (no details) is an error that names the contract", async () => {
+    expect(await probePackage(entry("no-details"), false)).toMatchObject({
+      state: "error",
+      reason: "status returned no details (core's PackageStatus)",
     })
   })
 
-  it("a GPU-only package whose library loads is 'no GPU' without a GPU and ready with one", async () => {
+  it("a GPU-only package whose library loads is 'no GPU' without a GPU and ready with one, with the status's details in order", async () => {
     const without = await probePackage(entry("gpu-library", true), false)
     expect(without.state).toBe("no GPU")
     expect(without.details).toEqual([
-      ["version", "2.27.3"],
-      ["library", "/opt/nccl/libnccl.so.2"],
+      ["nccl", "2.27.3 at /opt/nccl/libnccl.so.2"],
       ["devices", "0"],
     ])
     expect((await probePackage(entry("gpu-library", true), true)).state).toBe("ready")

@@ -10,6 +10,7 @@ import { parseDevice, type Device } from "./Device.js"
 import { DeviceError, ObjectFreedError, OutOfMemoryError, ShapeError, UnsupportedOperationError } from "./Errors.js"
 import { type Block, BlockAllocator } from "./BlockAllocator.js"
 import { checkIndex } from "./internal/layout.js"
+import { integerSetting, readSetting } from "./Settings.js"
 
 /** One allocation; many tensors (views) may share it. */
 export interface Storage {
@@ -117,10 +118,8 @@ const mostBlocksOut = (byteLength: number, capacity: number): number =>
 /** How long a measured collection time stands for the next one. */
 const STALE_ESTIMATE_MS = 1000
 
-const recycleCapacity = (): number => {
-  const configured = Number(process.env.TENSORLANE_HOST_CACHE_BYTES)
-  return Number.isFinite(configured) && configured >= 0 ? configured : Math.min(2 ** 30, totalmem() / 16)
-}
+const recycleCapacity = (): number =>
+  readSetting(integerSetting("TENSORLANE_HOST_CACHE_BYTES", { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: Math.min(2 ** 30, totalmem() / 16), unit: "bytes" }))
 
 /** A SharedArrayBuffer handed out, and the second object over its memory that the cache keeps. */
 interface Lent {

@@ -139,6 +139,17 @@ export class NativeLibraryError extends Schema.TaggedError<NativeLibraryError>()
   fix: Schema.String,
 }) {}
 
+/**
+ * An environment setting (TENSORLANE_*, NIXL_LIB_DIR, ...) whose value it does not accept: names the
+ * variable, the value, and what it accepts (docs/configuration.md lists every setting).
+ */
+export class InvalidSettingError extends Schema.TaggedError<InvalidSettingError>()("InvalidSettingError", {
+  message: Schema.String,
+  variable: Schema.String,
+  value: Schema.String,
+  accepts: Schema.String,
+}) {}
+
 /** Every error of tensorlane. */
 export type TensorlaneError =
   | DTypeError
@@ -160,6 +171,7 @@ export type TensorlaneError =
   | ClusterClosedError
   | NativeLibraryError
   | InvalidArgumentError
+  | InvalidSettingError
   | WrongClusterError
   | MessageTooLargeError
   | CancelledError

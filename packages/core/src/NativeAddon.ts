@@ -1,7 +1,7 @@
 /**
- * Loading the native addon of a transport package: the candidates tried in order (an environment
- * override, then cmake-js's Release and Debug outputs) and a NativeLibraryError that lists them all,
- * says why each failed and how to fix it. Transport packages load their addon on first use, so that
+ * Loading the native addon of a package: the candidates tried in order (an environment override,
+ * then cmake-js's Release and Debug outputs) and a NativeLibraryError that lists them all, says why
+ * each failed and how to fix it. Packages load their addon on first use (nativeAddon), so that
  * importing them never fails on a machine without their native library. The same for the shared
  * libraries those addons dlopen (libraryCandidates/loadNativeLibrary).
  */
@@ -11,8 +11,9 @@ import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { NativeLibraryError } from "./Errors.js"
+import { readSetting, textSetting } from "./Settings.js"
 
-export interface NativeAddonSpec {
+interface NativeAddonSpec {
   /** The npm package that builds the addon (its package.json `name`). */
   readonly packageName: string
   /** `import.meta.url` of a module of that package (source or bundled). */
@@ -28,7 +29,7 @@ export interface NativeAddonSpec {
 }
 
 /** The folder of `packageName` that holds the module at `moduleUrl` (run from src/ in tests, bundled in dist/). */
-export const packageRootOf = (moduleUrl: string, packageName: string): string => {
+const packageRootOf = (moduleUrl: string, packageName: string): string => {
   const start = dirname(fileURLToPath(moduleUrl))
   for (let dir = start; ; dir = dirname(dir)) {
     const manifest = join(dir, "package.json")
@@ -37,13 +38,11 @@ export const packageRootOf = (moduleUrl: string, packageName: string): string =>
   }
 }
 
-const overrideOf = (spec: NativeAddonSpec): string | undefined => {
-  const override = process.env[spec.overrideEnv]
-  return override === undefined || override === "" ? undefined : override
-}
+const overrideOf = (spec: NativeAddonSpec): string | undefined =>
+  readSetting(textSetting(spec.overrideEnv, `the path of a built ${spec.file}`))
 
 /** Where the addon may be, in the order tried: the override alone when set, else cmake-js's Release and Debug outputs. */
-export const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> => {
+const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> => {
   const override = overrideOf(spec)
   if (override !== undefined) return [override]
   const root = packageRootOf(spec.moduleUrl, spec.packageName)
@@ -51,7 +50,7 @@ export const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> =>
 }
 
 /** Requires the first candidate that loads; NativeLibraryError naming every candidate otherwise. */
-export const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: A; readonly path: string } => {
+const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: A; readonly path: string } => {
   const tried = addonCandidates(spec)
   const require = createRequire(spec.moduleUrl)
   const failures: Array<string> = []
@@ -76,6 +75,44 @@ export const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: 
     tried,
     fix: spec.fix,
   })
+}
+
+/** A package's addon: file `tensorlane_<name>.node`, override TENSORLANE_<NAME>_ADDON. */
+export interface AddonOptions {
+  readonly packageName: string
+  /** `import.meta.url` of a module of that package. */
+  readonly moduleUrl: string
+  readonly name: string
+  /** What to run when it is missing or broken (default: build it, or run the repository's setup). */
+  readonly fix?: string
+  readonly explain?: NativeAddonSpec["explain"]
+}
+
+/** A package's addon, loaded on first use, once per thread. */
+export interface NativeAddon<A> {
+  /** Where it may be, in the order tried. */
+  readonly candidates: () => ReadonlyArray<string>
+  /** The addon and the file it came from; NativeLibraryError when it cannot be loaded. */
+  readonly load: () => { readonly addon: A; readonly path: string }
+  /** The addon if this thread loaded it already; never loads it. */
+  readonly loaded: () => A | undefined
+}
+
+export const nativeAddon = <A>(options: AddonOptions): NativeAddon<A> => {
+  const spec: NativeAddonSpec = {
+    packageName: options.packageName,
+    moduleUrl: options.moduleUrl,
+    file: `tensorlane_${options.name}.node`,
+    overrideEnv: `TENSORLANE_${options.name.toUpperCase()}_ADDON`,
+    fix: options.fix ?? `npm run build:native -w ${options.packageName}, or bash tools/setup.sh`,
+    ...(options.explain !== undefined ? { explain: options.explain } : {}),
+  }
+  let loaded: { readonly addon: A; readonly path: string } | undefined
+  return {
+    candidates: () => addonCandidates(spec),
+    load: () => (loaded ??= requireNativeAddon<A>(spec)),
+    loaded: () => loaded?.addon,
+  }
 }
 
 /**
@@ -138,10 +175,11 @@ const sitePackages = (): ReadonlyArray<string> => {
  * (bare names, last).
  */
 export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string> => {
-  const override = process.env[spec.override.env]
-  const given = override !== undefined && override !== ""
-  if (given && spec.override.names === "file") return [override]
-  const out: Array<string> = given ? [join(override, spec.library)] : []
+  const override = readSetting(
+    textSetting(spec.override.env, spec.override.names === "file" ? `the path of ${spec.library}` : `the folder that holds ${spec.library}`),
+  )
+  if (override !== undefined && spec.override.names === "file") return [override]
+  const out: Array<string> = override !== undefined ? [join(override, spec.library)] : []
   const roots = new Set([...ancestors(packageRootOf(spec.moduleUrl, spec.packageName)), ...ancestors(process.cwd())])
   for (const root of roots) for (const path of spec.wheelPaths) out.push(join(root, ".tools", spec.toolDir, path))
   for (const site of sitePackages()) for (const path of spec.wheelPaths) out.push(join(site, path))

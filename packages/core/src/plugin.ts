@@ -1,21 +1,13 @@
 /**
  * `@tensorlane/core/plugin`: what a package that extends tensorlane builds on (a transport, an
- * allocator or memory pool, a native addon), apart from the user API of `@tensorlane/core`.
+ * allocator or memory pool), apart from the user API of `@tensorlane/core`. A native addon's loader,
+ * failures and settings are `@tensorlane/core/native`.
  */
 export * from "./Transport.js"
 export { currentAllocator, nextStorageId, registerDeviceAllocator, type DeviceAllocatorFactory } from "./Allocator.js"
 export { BlockAllocator, type Block } from "./BlockAllocator.js"
 export { checkShape, numelOf } from "./internal/layout.js"
 export { registerErrorClasses } from "./internal/wireError.js"
-export {
-  addonCandidates,
-  libraryCandidates,
-  loadNativeLibrary,
-  packageRootOf,
-  requireNativeAddon,
-  type NativeAddonSpec,
-  type NativeLibrarySpec,
-} from "./NativeAddon.js"
 export {
   agreeOnOutcome,
   gatherJson,

@@ -1,9 +1,9 @@
-/** The search for the shared libraries native addons dlopen (core's libraryCandidates / loadNativeLibrary). */
+/** A package's addon (core's nativeAddon) and the search for the shared libraries addons dlopen (libraryCandidates / loadNativeLibrary). */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary } from "../src/NativeAddon.js"
+import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, nativeAddon } from "../src/NativeAddon.js"
 import { thrown } from "./helpers/errors.ts"
 
 const ENV = "TENSORLANE_TEST_LIBRARY_OVERRIDE"
@@ -22,6 +22,36 @@ const spec = (names: "folder" | "file"): NativeLibrarySpec => ({
 
 afterEach(() => {
   delete process.env[ENV]
+  delete process.env.TENSORLANE_EXAMPLE_ADDON
+})
+
+describe("a package's addon", () => {
+  const example = () => nativeAddon<object>({ packageName: "@tensorlane/core", moduleUrl: import.meta.url, name: "example" })
+  const root = join(import.meta.dirname, "..")
+
+  it("is tensorlane_<name>.node in the package's Release then Debug build, or TENSORLANE_<NAME>_ADDON alone", () => {
+    expect(example().candidates()).toEqual([join(root, "build", "Release", "tensorlane_example.node"), join(root, "build", "Debug", "tensorlane_example.node")])
+    process.env.TENSORLANE_EXAMPLE_ADDON = "/opt/mine/tensorlane_example.node"
+    expect(example().candidates()).toEqual(["/opt/mine/tensorlane_example.node"])
+  })
+
+  it("is loaded on first use; one that is not built is a NativeLibraryError with every path and the fix", () => {
+    const addon = example()
+    expect(addon.loaded()).toBeUndefined()
+    let error: unknown
+    try {
+      addon.load()
+    } catch (e) {
+      error = e
+    }
+    expect(error).toMatchObject({
+      _tag: "NativeLibraryError",
+      library: "tensorlane_example.node",
+      tried: addon.candidates(),
+      fix: "npm run build:native -w @tensorlane/core, or bash tools/setup.sh",
+    })
+    expect(addon.loaded()).toBeUndefined()
+  })
 })
 
 describe("native library search", () => {

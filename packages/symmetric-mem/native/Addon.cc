@@ -1,36 +1,24 @@
 // Entry point of the tensorlane symmetric-memory addon: thin bindings over the process-wide
 // SegmentTable (see SegmentTable.h for why every thread shares it), the NVSHMEM host library and
 // the CUDA driver's device selection.
-#include "Arguments.h"
 #include "CopyJob.h"
 #include "CudaDriver.h"
 #include "ExportTable.h"
-#include "Failure.h"
 #include "NvshmemLibrary.h"
 #include "Segment.h"
 #include "SegmentTable.h"
 #include "SharedBuffer.h"
+
+#include <tensorlane/Arguments.h>
 
 #include <napi.h>
 #include <unistd.h>
 
 #include <string>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 namespace {
-
-std::string stringArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
-  if (!info[i].IsString()) throw Failure(FailureCode::Usage, std::string(what) + " must be a string");
-  return info[i].As<Napi::String>().Utf8Value();
-}
-
-Napi::Uint8Array bytesArg(const Napi::CallbackInfo& info, size_t i, const char* what) {
-  if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-    throw Failure(FailureCode::Usage, std::string(what) + " must be a Uint8Array");
-  }
-  return info[i].As<Napi::Uint8Array>();
-}
 
 std::shared_ptr<Segment> mapped(const std::string& key) {
   std::shared_ptr<Segment> segment = SegmentTable::instance().get(key);
@@ -40,8 +28,8 @@ std::shared_ptr<Segment> mapped(const std::string& key) {
 
 Napi::Value CreateSegment(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::string key = stringArg(info, 0, "key");
-    std::shared_ptr<Segment> segment = Segment::create(stringArg(info, 1, "name"), uintArg(info, 2, "dataBytes"));
+    std::string key = stringArg(info[0], "key");
+    std::shared_ptr<Segment> segment = Segment::create(stringArg(info[1], "name"), sizeArg(info[2], "dataBytes", FailureCode::Protocol));
     SegmentTable::instance().put(key, segment);
     return Napi::String::New(info.Env(), segment->token());
   });
@@ -49,8 +37,8 @@ Napi::Value CreateSegment(const Napi::CallbackInfo& info) {
 
 Napi::Value OpenSegment(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::string key = stringArg(info, 0, "key");
-    std::shared_ptr<Segment> segment = Segment::openByName(stringArg(info, 1, "name"), stringArg(info, 2, "token"), true);
+    std::string key = stringArg(info[0], "key");
+    std::shared_ptr<Segment> segment = Segment::openByName(stringArg(info[1], "name"), stringArg(info[2], "token"), true);
     SegmentTable::instance().put(key, segment);
     return Napi::Number::New(info.Env(), static_cast<double>(segment->dataBytes()));
   });
@@ -58,15 +46,15 @@ Napi::Value OpenSegment(const Napi::CallbackInfo& info) {
 
 Napi::Value CountOpener(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    return Napi::Number::New(info.Env(), mapped(stringArg(info, 0, "key"))->countOpener());
+    return Napi::Number::New(info.Env(), mapped(stringArg(info[0], "key"))->countOpener());
   });
 }
 
 Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::string key = stringArg(info, 0, "key");
+    std::string key = stringArg(info[0], "key");
     std::shared_ptr<Segment> segment =
-        Segment::openByPid(static_cast<int64_t>(uintArg(info, 1, "pid")), static_cast<int64_t>(uintArg(info, 2, "fd")), stringArg(info, 3, "token"));
+        Segment::openByPid(static_cast<int64_t>(sizeArg(info[1], "pid", FailureCode::Protocol)), static_cast<int64_t>(sizeArg(info[2], "fd", FailureCode::Protocol)), stringArg(info[3], "token"));
     SegmentTable::instance().put(key, segment);
     return Napi::Number::New(info.Env(), static_cast<double>(segment->dataBytes()));
   });
@@ -74,27 +62,27 @@ Napi::Value OpenPeerSegment(const Napi::CallbackInfo& info) {
 
 Napi::Value ReserveSegment(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::shared_ptr<Segment> segment = mapped(stringArg(info, 0, "key"));
-    return Napi::Boolean::New(info.Env(), segment->reserve(uintArg(info, 1, "offset"), uintArg(info, 2, "length")));
+    std::shared_ptr<Segment> segment = mapped(stringArg(info[0], "key"));
+    return Napi::Boolean::New(info.Env(), segment->reserve(sizeArg(info[1], "offset", FailureCode::Protocol), sizeArg(info[2], "length", FailureCode::Protocol)));
   });
 }
 
 Napi::Value UnlinkSegment(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    Segment::unlink(stringArg(info, 0, "name"));
+    Segment::unlink(stringArg(info[0], "name"));
     return info.Env().Undefined();
   });
 }
 
 Napi::Value DetachSegment(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    return Napi::Boolean::New(info.Env(), SegmentTable::instance().remove(stringArg(info, 0, "key")));
+    return Napi::Boolean::New(info.Env(), SegmentTable::instance().remove(stringArg(info[0], "key")));
   });
 }
 
 Napi::Value SegmentBuffer(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info, 0, "key"));
+    std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info[0], "key"));
     if (segment == nullptr) return info.Env().Undefined();
     if (!segment->writable()) throw Failure(FailureCode::Usage, "a peer's segment is read through readSegment only");
     try {
@@ -107,7 +95,7 @@ Napi::Value SegmentBuffer(const Napi::CallbackInfo& info) {
 
 Napi::Value SegmentInfo(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info, 0, "key"));
+    std::shared_ptr<Segment> segment = SegmentTable::instance().get(stringArg(info[0], "key"));
     if (segment == nullptr) return info.Env().Undefined();
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("token", segment->token());
@@ -129,7 +117,7 @@ Napi::Value SegmentKeys(const Napi::CallbackInfo& info) {
 
 Napi::Value Locate(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
+    Napi::Uint8Array bytes = bytesArg(info[0], "bytes");
     auto found = SegmentTable::instance().locate(bytes.Data(), bytes.ByteLength());
     if (!found.has_value()) return info.Env().Undefined();
     Napi::Object out = Napi::Object::New(info.Env());
@@ -141,8 +129,8 @@ Napi::Value Locate(const Napi::CallbackInfo& info) {
 
 Napi::Value Copy(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    Napi::Uint8Array target = bytesArg(info, 0, "target");
-    Napi::Uint8Array source = bytesArg(info, 1, "source");
+    Napi::Uint8Array target = bytesArg(info[0], "target");
+    Napi::Uint8Array source = bytesArg(info[1], "source");
     if (target.ByteLength() != source.ByteLength()) {
       throw Failure(FailureCode::Usage, "copy of " + std::to_string(source.ByteLength()) + " bytes into " + std::to_string(target.ByteLength()));
     }
@@ -155,9 +143,9 @@ Napi::Value Copy(const Napi::CallbackInfo& info) {
 
 Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::shared_ptr<Segment> segment = mapped(stringArg(info, 0, "key"));
-    uint64_t offset = uintArg(info, 1, "offset");
-    Napi::Uint8Array target = bytesArg(info, 2, "target");
+    std::shared_ptr<Segment> segment = mapped(stringArg(info[0], "key"));
+    uint64_t offset = sizeArg(info[1], "offset", FailureCode::Protocol);
+    Napi::Uint8Array target = bytesArg(info[2], "target");
     if (offset > segment->dataBytes() || target.ByteLength() > segment->dataBytes() - offset) {
       throw Failure(FailureCode::Protocol, "a read of " + std::to_string(target.ByteLength()) + " bytes at offset " + std::to_string(offset) +
                                                " leaves the segment's " + std::to_string(segment->dataBytes()) + " bytes");
@@ -168,8 +156,8 @@ Napi::Value ReadSegment(const Napi::CallbackInfo& info) {
 
 Napi::Value PinExport(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    std::string objectId = stringArg(info, 0, "objectId");
-    Napi::Uint8Array bytes = bytesArg(info, 1, "bytes");
+    std::string objectId = stringArg(info[0], "objectId");
+    Napi::Uint8Array bytes = bytesArg(info[1], "bytes");
     ExportTable::instance().pin(objectId, bytes.Data(), bytes.ByteLength());
     return info.Env().Undefined();
   });
@@ -177,13 +165,13 @@ Napi::Value PinExport(const Napi::CallbackInfo& info) {
 
 Napi::Value ReleaseExport(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    return Napi::Boolean::New(info.Env(), ExportTable::instance().release(stringArg(info, 0, "objectId")));
+    return Napi::Boolean::New(info.Env(), ExportTable::instance().release(stringArg(info[0], "objectId")));
   });
 }
 
 Napi::Value ExportsOver(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    Napi::Uint8Array bytes = bytesArg(info, 0, "bytes");
+    Napi::Uint8Array bytes = bytesArg(info[0], "bytes");
     std::vector<std::string> holders = ExportTable::instance().holders(bytes.Data(), bytes.ByteLength());
     Napi::Array out = Napi::Array::New(info.Env(), holders.size());
     for (size_t i = 0; i < holders.size(); i++) out.Set(static_cast<uint32_t>(i), holders[i]);
@@ -215,8 +203,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
 }  // namespace
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric
 
-static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return tlsym::Init(env, exports); }
+static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return tensorlane::symmetric::Init(env, exports); }
 
 NODE_API_MODULE(tensorlane_symmetric, InitAddon)

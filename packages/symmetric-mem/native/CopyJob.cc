@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 CopyJob::CopyJob(Napi::Env env, uint8_t* target, const uint8_t* source, size_t length, Napi::Value keep,
                  std::shared_ptr<Segment> keepSegment)
@@ -34,4 +34,4 @@ void CopyJob::OnOK() { deferred_.Resolve(Env().Undefined()); }
 
 void CopyJob::OnError(const Napi::Error& error) { deferred_.Reject(error.Value()); }
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

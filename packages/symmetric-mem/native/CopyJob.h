@@ -9,7 +9,7 @@
 
 #include <memory>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 class CopyJob : public Napi::AsyncWorker {
  public:
@@ -35,4 +35,4 @@ class CopyJob : public Napi::AsyncWorker {
   std::shared_ptr<Segment> keepSegment_;
 };
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -1,11 +1,9 @@
 #include "CudaDriver.h"
 
-#include "Failure.h"
-#include <RuntimeLibrary.h>
+#include <tensorlane/Arguments.h>
+#include <tensorlane/DynamicLibrary.h>
 
-#include <dlfcn.h>
-
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 CudaDriver& CudaDriver::instance() {
   static CudaDriver driver;
@@ -13,23 +11,21 @@ CudaDriver& CudaDriver::instance() {
 }
 
 std::string CudaDriver::load(const std::string& path) {
-  if (handle_ != nullptr) return "";
-  std::string error;
-  void* handle = tensorlane::openRuntimeLibrary(path, error);
-  if (handle == nullptr) return error;
-  tensorlane::EntryPoints symbol(handle);
-  symbol(init_, "cuInit");
-  symbol(deviceGetCount_, "cuDeviceGetCount");
-  symbol(deviceGet_, "cuDeviceGet");
-  symbol(primaryCtxRetain_, "cuDevicePrimaryCtxRetain");
-  symbol(ctxSetCurrent_, "cuCtxSetCurrent");
-  symbol(ctxGetDevice_, "cuCtxGetDevice");
-  symbol(getErrorName_, "cuGetErrorName");
-  if (!symbol.missing().empty()) {
-    dlclose(handle);
-    return path + " lacks " + symbol.missing() + " (not a CUDA driver library)";
+  if (loaded_) return "";
+  try {
+    DynamicLibrary lib(path);
+    lib.require(init_, "cuInit");
+    lib.require(deviceGetCount_, "cuDeviceGetCount");
+    lib.require(deviceGet_, "cuDeviceGet");
+    lib.require(primaryCtxRetain_, "cuDevicePrimaryCtxRetain");
+    lib.require(ctxSetCurrent_, "cuCtxSetCurrent");
+    lib.require(ctxGetDevice_, "cuCtxGetDevice");
+    lib.require(getErrorName_, "cuGetErrorName");
+    lib.check("a CUDA driver library");
+  } catch (const Failure& failure) {
+    return failure.what();
   }
-  handle_ = handle;
+  loaded_ = true;
   return "";
 }
 
@@ -66,7 +62,7 @@ DeviceProbe CudaDriver::probe(const std::string& path, int ordinal) {
 
 std::string CudaDriver::makeCurrent(int ordinal) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (handle_ == nullptr) return "the CUDA driver is not loaded";
+  if (!loaded_) return "the CUDA driver is not loaded";
   int device = 0;
   void* context = nullptr;
   int result = deviceGet_(&device, ordinal);
@@ -80,28 +76,20 @@ std::string CudaDriver::makeCurrent(int ordinal) {
 int CudaDriver::currentDevice() {
   std::lock_guard<std::mutex> lock(mutex_);
   int device = -1;
-  if (handle_ == nullptr || ctxGetDevice_(&device) != 0) return -1;
+  if (!loaded_ || ctxGetDevice_(&device) != 0) return -1;
   return device;
 }
 
 namespace {
 
-std::string pathArg(const Napi::CallbackInfo& info) {
-  if (!info[0].IsString()) throw Failure(FailureCode::Usage, "path must be a string");
-  return info[0].As<Napi::String>().Utf8Value();
-}
-
-int ordinalArg(const Napi::CallbackInfo& info, size_t i) {
-  if (!info[i].IsNumber()) throw Failure(FailureCode::Usage, "ordinal must be a number");
-  return info[i].As<Napi::Number>().Int32Value();
-}
+int ordinalArg(const Napi::CallbackInfo& info, size_t i) { return static_cast<int>(integerArg(info[i], "ordinal", 0, INT32_MAX)); }
 
 }  // namespace
 
 void registerCudaDriver(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaProbe", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
     return guarded(info.Env(), [&]() -> Napi::Value {
-      DeviceProbe probe = CudaDriver::instance().probe(pathArg(info), ordinalArg(info, 1));
+      DeviceProbe probe = CudaDriver::instance().probe(stringArg(info[0], "path"), ordinalArg(info, 1));
       Napi::Object out = Napi::Object::New(info.Env());
       out.Set("usable", probe.usable);
       out.Set("deviceCount", probe.deviceCount);
@@ -120,4 +108,4 @@ void registerCudaDriver(Napi::Env env, Napi::Object exports) {
   }));
 }
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

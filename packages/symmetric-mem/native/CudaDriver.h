@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 struct DeviceProbe {
   bool usable = false;
@@ -44,7 +44,7 @@ class CudaDriver {
   std::string describe(int result) const;
 
   std::mutex mutex_;
-  void* handle_ = nullptr;
+  bool loaded_ = false;
   InitFn init_ = nullptr;
   DeviceGetCountFn deviceGetCount_ = nullptr;
   DeviceGetFn deviceGet_ = nullptr;
@@ -57,4 +57,4 @@ class CudaDriver {
 /** Adds cudaProbe, cudaMakeCurrent and cudaCurrentDevice to the addon's exports. */
 void registerCudaDriver(Napi::Env env, Napi::Object exports);
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

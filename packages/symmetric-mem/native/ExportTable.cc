@@ -1,6 +1,6 @@
 #include "ExportTable.h"
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 ExportTable& ExportTable::instance() {
   static ExportTable table;
@@ -32,4 +32,4 @@ std::vector<std::string> ExportTable::holders(const uint8_t* address, size_t len
   return out;
 }
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

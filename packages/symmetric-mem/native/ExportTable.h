@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 class ExportTable {
  public:
@@ -33,4 +33,4 @@ class ExportTable {
   std::unordered_map<std::string, std::vector<Range>> ranges_;
 };
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 constexpr unsigned kNvshmemInitWithUniqueId = 1u << 3;
 
@@ -75,4 +75,4 @@ using NvshmemFreeFn = void (*)(void*);
 using NvshmemPeFn = int (*)();
 using NvshmemPtrFn = void* (*)(const void*, int);
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -1,16 +1,18 @@
-// NVSHMEM's host library, dlopened once per process on demand. Every allocation goes through
-// `malloc`, which refuses unless nvshmemx_init_status() says the library is initialized: NVSHMEM
-// itself would initialize on the spot and exit the process when that fails.
+// NVSHMEM's host library, loaded once per process on demand (a ProcessLibrary). Every allocation
+// goes through `malloc`, which refuses unless nvshmemx_init_status() says the library is
+// initialized: NVSHMEM itself would initialize on the spot and exit the process when that fails.
 #pragma once
 
 #include "NvshmemApi.h"
+
+#include <tensorlane/DynamicLibrary.h>
 
 #include <napi.h>
 
 #include <mutex>
 #include <string>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 class NvshmemLibrary {
  public:
@@ -18,7 +20,7 @@ class NvshmemLibrary {
 
   /** dlopen + dlsym of every entry point; Failure(Library) naming what is missing. */
   void load(const std::string& path);
-  bool loaded() const;
+  /** Where it was loaded from; "" before load(). */
   std::string path() const;
   /** "major.minor.patch" of the loaded library. */
   std::string version() const;
@@ -34,25 +36,30 @@ class NvshmemLibrary {
   int nPes() const;
 
  private:
-  void requireLoaded() const;
-  void requireInitialized(const char* what) const;
+  struct Api : ProcessLibrary<Api> {
+    static constexpr const char* kName = "NVSHMEM's host library";
+    static Api* open(const std::string& path);
 
+    NvshmemInitStatusFn initStatus = nullptr;
+    NvshmemGetUniqueIdFn getUniqueId = nullptr;
+    NvshmemSetAttrUniqueIdArgsFn setAttrUniqueIdArgs = nullptr;
+    NvshmemHostlibInitAttrFn hostlibInitAttr = nullptr;
+    NvshmemVendorVersionFn vendorVersion = nullptr;
+    NvshmemMallocFn malloc = nullptr;
+    NvshmemFreeFn free = nullptr;
+    NvshmemPtrFn ptr = nullptr;
+    NvshmemPeFn myPe = nullptr;
+    NvshmemPeFn nPes = nullptr;
+  };
+
+  /** The loaded library, once nvshmemx_init_status() says it is initialized; a Usage failure naming `what` otherwise. */
+  const Api& initialized(const char* what) const;
+
+  // Serializes the calls into NVSHMEM.
   mutable std::mutex mutex_;
-  void* handle_ = nullptr;
-  std::string path_;
-  NvshmemInitStatusFn initStatus_ = nullptr;
-  NvshmemGetUniqueIdFn getUniqueId_ = nullptr;
-  NvshmemSetAttrUniqueIdArgsFn setAttrUniqueIdArgs_ = nullptr;
-  NvshmemHostlibInitAttrFn hostlibInitAttr_ = nullptr;
-  NvshmemVendorVersionFn vendorVersion_ = nullptr;
-  NvshmemMallocFn malloc_ = nullptr;
-  NvshmemFreeFn free_ = nullptr;
-  NvshmemPtrFn ptr_ = nullptr;
-  NvshmemPeFn myPe_ = nullptr;
-  NvshmemPeFn nPes_ = nullptr;
 };
 
 /** Adds the nvshmem* functions to the addon's exports. */
 void registerNvshmem(Napi::Env env, Napi::Object exports);
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -1,6 +1,6 @@
 #include "Segment.h"
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 namespace {
 
@@ -57,10 +57,6 @@ void checkName(const std::string& name) {
 }
 
 }  // namespace
-
-Failure systemFailure(const std::string& what) {
-  return Failure(FailureCode::System, what + ": " + std::strerror(errno));
-}
 
 Segment::Segment(int fd, uint8_t* base, size_t mappedBytes, uint64_t dataBytes, std::string token, bool writable)
     : fd_(fd), base_(base), mappedBytes_(mappedBytes), dataBytes_(dataBytes), token_(std::move(token)), writable_(writable) {}
@@ -179,4 +175,4 @@ void Segment::unlink(const std::string& name) {
   if (shm_unlink(name.c_str()) != 0 && errno != ENOENT) throw systemFailure("shm_unlink(" + name + ")");
 }
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 constexpr size_t kHeaderBytes = 4096;
 
@@ -56,4 +56,4 @@ class Segment {
   bool writable_;
 };
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

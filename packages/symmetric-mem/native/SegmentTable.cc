@@ -1,8 +1,8 @@
 #include "SegmentTable.h"
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 SegmentTable& SegmentTable::instance() {
   static SegmentTable table;
@@ -44,4 +44,4 @@ std::vector<std::string> SegmentTable::keys() const {
   return out;
 }
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 class SegmentTable {
  public:
@@ -32,4 +32,4 @@ class SegmentTable {
   std::unordered_map<std::string, std::shared_ptr<Segment>> segments_;
 };
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -1,6 +1,6 @@
 #include "SharedBuffer.h"
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
 #include <dlfcn.h>
 
@@ -10,7 +10,7 @@
 #include <v8.h>
 #endif
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 namespace {
 
@@ -51,4 +51,4 @@ napi_value sharedBufferOver(napi_env env, const std::shared_ptr<Segment>& segmen
 #endif
 }
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

@@ -9,8 +9,8 @@
 
 #include <memory>
 
-namespace tlsym {
+namespace tensorlane::symmetric {
 
 napi_value sharedBufferOver(napi_env env, const std::shared_ptr<Segment>& segment);
 
-}  // namespace tlsym
+}  // namespace tensorlane::symmetric

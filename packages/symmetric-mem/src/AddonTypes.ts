@@ -1,9 +1,8 @@
-/** The native addon's surface (native/Addon.cc and native/NvshmemLibrary.cc), declared by hand. */
-
-/** What the addon throws: an Error with a code that src/internal/failures.ts maps to a typed error. */
-export interface NativeFailure extends Error {
-  readonly code: "usage" | "system" | "protocol" | "library"
-}
+/**
+ * The native addon's surface (native/Addon.cc and native/NvshmemLibrary.cc), declared by hand. What
+ * it throws is core's NativeFailure (`@tensorlane/core/native`), which src/internal/failures.ts maps
+ * to a typed error.
+ */
 
 export interface SegmentInfo {
   readonly token: string

@@ -1,7 +1,8 @@
-/** What NVSHMEM looks like in this process, for diagnostics (`tensorlane doctor`) and tests. */
+/** What NVSHMEM looks like in this process, for diagnostics and tests (core's PackageStatus contract). */
+import type { PackageStatus } from "@tensorlane/core/native"
 import { loadNvshmem } from "./internal/loadAddon.js"
 
-export interface NvshmemStatus {
+export interface NvshmemStatus extends PackageStatus {
   /** The libnvshmem_host.so.3 this process loaded. */
   readonly library: string
   /** "major.minor.patch" of that library. */
@@ -13,5 +14,15 @@ export interface NvshmemStatus {
 /** Loads NVSHMEM's host library if needed (NativeLibraryError when it cannot) and describes it; initializes nothing. */
 export const nvshmemStatus = (): NvshmemStatus => {
   const { addon, library } = loadNvshmem()
-  return { library, version: addon.nvshmemVersion(), initStatus: addon.nvshmemStatus() }
+  const version = addon.nvshmemVersion()
+  const initStatus = addon.nvshmemStatus()
+  return {
+    library,
+    version,
+    initStatus,
+    details: [
+      ["nvshmem", `${version} at ${library}`],
+      ["init status", String(initStatus)],
+    ],
+  }
 }

@@ -6,8 +6,9 @@
  */
 import { Tensor } from "@tensorlane/core"
 import { type TensorMeta } from "@tensorlane/core/plugin"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
 import { shm } from "../src/index.ts"
+import { cudaDriverLibrary, heapBytesPerRank, stagingBytes } from "../src/internal/settings.ts"
 import type { ShmMetadata } from "../src/internal/shmMetadata.ts"
 
 const metaOf = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: [...t.shape], device: t.device, nbytes: t.nbytes })
@@ -86,5 +87,23 @@ describe("the shm transport", () => {
       { dtype: "float32", shape: [4] },
     )
     await expect(shm.extractMetadata!({ objectId: "dev", tensors: [device] })).rejects.toMatchObject({ _tag: "DeviceError", device: "cuda:0", transport: "shm" })
+  })
+})
+
+describe("the package's settings", () => {
+  afterEach(() => vi.unstubAllEnvs())
+
+  it("take byte counts and a driver library, and refuse anything else with an InvalidSettingError naming the variable", () => {
+    expect([heapBytesPerRank(), stagingBytes(), cudaDriverLibrary()]).toEqual([2 ** 30, 4 * 2 ** 30, "libcuda.so.1"])
+    vi.stubEnv("TENSORLANE_SHM_HEAP_BYTES", "65536")
+    vi.stubEnv("TENSORLANE_CUDA_DRIVER_LIBRARY", "/opt/fake/libcuda.so.1")
+    expect([heapBytesPerRank(), cudaDriverLibrary()]).toEqual([65536, "/opt/fake/libcuda.so.1"])
+    for (const [variable, value, read] of [
+      ["TENSORLANE_SHM_HEAP_BYTES", "1GiB", heapBytesPerRank],
+      ["TENSORLANE_SHM_STAGING_BYTES", "0", stagingBytes],
+    ] as const) {
+      vi.stubEnv(variable, value)
+      expect(read, variable).toThrow(expect.objectContaining({ _tag: "InvalidSettingError", variable, value, accepts: `a whole number of bytes from 1 to ${2 ** 46}` }))
+    }
   })
 })

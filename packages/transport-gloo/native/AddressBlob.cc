@@ -1,7 +1,8 @@
 #include "AddressBlob.h"
 
-#include "Failure.h"
 #include "PairGuard.h"
+
+#include <tensorlane/Failure.h>
 
 #include <gloo/transport/tcp/address.h>
 
@@ -9,7 +10,7 @@
 
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -18,7 +19,7 @@ void put32(std::vector<uint8_t>& out, uint32_t value) {
 }
 
 [[noreturn]] void fail(int owner, const std::string& why) {
-  throw Failure(Failure::Kind::Protocol, "malformed gloo address blob from rank " + std::to_string(owner) + ": " + why);
+  throw Failure(FailureCode::Protocol, "malformed gloo address blob from rank " + std::to_string(owner) + ": " + why);
 }
 
 // Reads the blob front to back: every read is checked against what is left.
@@ -89,14 +90,14 @@ AddressBlob::Contents AddressBlob::read(const uint8_t* data, size_t length, int 
   }
   if (offset != length) fail(owner, std::to_string(length - offset) + " unexpected trailing bytes");
   // Checked here rather than trusting gloo's Address constructor with foreign bytes.
-  const size_t expected = gloo::transport::tcp::Address().bytes().size();
+  const size_t expected = ::gloo::transport::tcp::Address().bytes().size();
   if (mine.size() != expected) {
     fail(owner, "the address for rank " + std::to_string(reader) + " has " + std::to_string(mine.size()) + " bytes, a gloo TCP address has " +
                     std::to_string(expected));
   }
-  const int family = gloo::transport::tcp::Address(mine).getSockaddr().ss_family;
+  const int family = ::gloo::transport::tcp::Address(mine).getSockaddr().ss_family;
   if (family != AF_INET && family != AF_INET6) fail(owner, "address family " + std::to_string(family) + " for rank " + std::to_string(reader));
   return contents;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

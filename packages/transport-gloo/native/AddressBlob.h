@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The one blob a rank contributes to the group's all-gather: the address of each of its pairs, one
 // per peer, and from rank 0 the group's secret (PairGuard), which reaches the other members through
@@ -33,4 +33,4 @@ class AddressBlob {
   static constexpr uint32_t kMaxAddressBytes = 1024;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // gloo::allreduce or gloo::broadcast in place on each tensor in turn, one tag per tensor.
 class CollectiveJob : public Job {
@@ -39,4 +39,4 @@ class CollectiveJob : public Job {
   Spec spec_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

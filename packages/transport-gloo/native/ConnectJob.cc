@@ -1,6 +1,6 @@
 #include "ConnectJob.h"
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 ConnectJob::ConnectJob(Napi::Env env, std::shared_ptr<GroupState> group, GroupState::Rendezvous rendezvous)
     // The connect timeout is the context's own; the job's deadline is unused.
@@ -10,4 +10,4 @@ void ConnectJob::run() {
   group().connect(rendezvous_);
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

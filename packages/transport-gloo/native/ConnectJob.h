@@ -2,7 +2,7 @@
 
 #include "Job.h"
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // Connects every pair of a group to the address its peer made for this rank, each end proving itself.
 class ConnectJob : public Job {
@@ -16,4 +16,4 @@ class ConnectJob : public Job {
   const GroupState::Rendezvous rendezvous_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -1,8 +1,8 @@
 #include "Device.h"
 
-#include "Failure.h"
 #include "PairGuard.h"
-#include "Settings.h"
+
+#include <tensorlane/Settings.h>
 
 #include <gloo/transport/tcp/device.h>
 
@@ -15,13 +15,14 @@
 #include <sstream>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
 constexpr const char* kCpusVariable = "TENSORLANE_GLOO_DEVICE_CPUS";
 // The value that leaves the device's thread on every CPU the process may use.
 constexpr const char* kAnywhere = "all";
+constexpr const char* kCpusAccepted = "a list of CPUs (like 1 or 0,2-3), or all";
 
 // A set as the kernel lists CPUs ("0-1,4").
 std::string describe(const cpu_set_t& set) {
@@ -38,11 +39,9 @@ std::string describe(const cpu_set_t& set) {
   return out.str();
 }
 
-// A list such as "1" or "0,2-3"; Failure(Usage) for anything else.
+// A list such as "1" or "0,2-3"; Failure(Setting) for anything else.
 cpu_set_t parseCpus(const std::string& list) {
-  const auto fail = [&]() -> cpu_set_t {
-    throw Failure(Failure::Kind::Usage, std::string(kCpusVariable) + "=\"" + list + "\" is neither a list of CPUs (like 1 or 0,2-3) nor " + kAnywhere);
-  };
+  const auto fail = [&]() -> cpu_set_t { throw invalidSetting(kCpusVariable, list, kCpusAccepted); };
   cpu_set_t set;
   CPU_ZERO(&set);
   std::istringstream items(list);
@@ -53,10 +52,9 @@ cpu_set_t parseCpus(const std::string& list) {
     const std::string first = item.substr(0, dash);
     const std::string last = dash == std::string::npos ? first : item.substr(dash + 1);
     const auto number = [&](const std::string& text) {
-      if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos) fail();
-      const int value = std::stoi(text);
-      if (value >= CPU_SETSIZE) fail();
-      return value;
+      const std::optional<int64_t> value = parseInteger(text, 0, CPU_SETSIZE - 1);
+      if (!value.has_value()) fail();
+      return static_cast<int>(*value);
     };
     const int from = number(first), to = number(last);
     if (from > to) fail();
@@ -86,24 +84,21 @@ std::optional<cpu_set_t> shareOf(const cpu_set_t& own, RankShare share) {
 // or the rank's share) for the creation and then gets its own back. A share is only for speed: when
 // this thread cannot take it, the device is created where the thread runs.
 template <typename Create>
-std::shared_ptr<gloo::transport::Device> createOnCpus(std::optional<RankShare> share, Create create) {
-  const char* configured = setting(kCpusVariable);
-  if (configured == nullptr ? !share.has_value() : std::strcmp(configured, kAnywhere) == 0) return create();
+std::shared_ptr<::gloo::transport::Device> createOnCpus(std::optional<RankShare> share, Create create) {
+  const std::optional<std::string> configured = setting(kCpusVariable);
+  if (!configured.has_value() ? !share.has_value() : *configured == kAnywhere) return create();
   cpu_set_t own;
   if (pthread_getaffinity_np(pthread_self(), sizeof(own), &own) != 0) {
-    if (configured == nullptr) return create();
-    throw Failure(Failure::Kind::Io, std::string("cannot read this thread's CPUs to apply ") + kCpusVariable);
+    if (!configured.has_value()) return create();
+    throw Failure(FailureCode::Io, std::string("cannot read this thread's CPUs to apply ") + kCpusVariable);
   }
-  const std::optional<cpu_set_t> wanted = configured != nullptr ? std::optional<cpu_set_t>(parseCpus(configured)) : shareOf(own, *share);
+  const std::optional<cpu_set_t> wanted = configured.has_value() ? std::optional<cpu_set_t>(parseCpus(*configured)) : shareOf(own, *share);
   if (!wanted.has_value()) return create();
   const int refused = pthread_setaffinity_np(pthread_self(), sizeof(*wanted), &*wanted);
-  if (refused != 0 && configured == nullptr) return create();
-  if (refused == EINVAL) {
-    throw Failure(Failure::Kind::Usage, std::string(kCpusVariable) + "=\"" + configured +
-                                            "\" names no CPU this process may run on (it may run on " + describe(own) + ")");
-  }
+  if (refused != 0 && !configured.has_value()) return create();
+  if (refused == EINVAL) throw invalidSetting(kCpusVariable, *configured, "CPUs this process may run on (" + describe(own) + "), or all");
   if (refused != 0) {
-    throw Failure(Failure::Kind::Io, std::string("cannot keep the gloo device's thread on ") + kCpusVariable + "=\"" + configured +
+    throw Failure(FailureCode::Io, std::string("cannot keep the gloo device's thread on ") + kCpusVariable + "=\"" + *configured +
                                          "\": " + std::strerror(refused));
   }
   // The creating thread gets its own CPUs back however the creation ends.
@@ -117,30 +112,29 @@ std::shared_ptr<gloo::transport::Device> createOnCpus(std::optional<RankShare> s
 }  // namespace
 
 std::string Device::host() {
-  const char* configured = setting("TENSORLANE_GLOO_HOST");
-  return configured != nullptr ? configured : "127.0.0.1";
+  return setting("TENSORLANE_GLOO_HOST").value_or("127.0.0.1");
 }
 
-std::shared_ptr<gloo::transport::Device> Device::shared(std::optional<RankShare> share) {
+std::shared_ptr<::gloo::transport::Device> Device::shared(std::optional<RankShare> share) {
   static std::mutex mutex;
-  static std::shared_ptr<gloo::transport::Device> device;
+  static std::shared_ptr<::gloo::transport::Device> device;
   std::lock_guard<std::mutex> lock(mutex);
   if (device == nullptr) {
     // Before the device's loop thread exists: it calls through the imports the guard redirects.
     PairGuard::install();
-    gloo::transport::tcp::attr attr;
+    ::gloo::transport::tcp::attr attr;
     attr.hostname = host();
     attr.ai_family = AF_UNSPEC;
     try {
-      device = createOnCpus(share, [&] { return gloo::transport::tcp::CreateDevice(attr); });
+      device = createOnCpus(share, [&] { return ::gloo::transport::tcp::CreateDevice(attr); });
     } catch (const Failure&) {
       throw;
     } catch (const std::exception& e) {
-      throw Failure(Failure::Kind::Io, "cannot open a gloo TCP device on " + attr.hostname +
+      throw Failure(FailureCode::Io, "cannot open a gloo TCP device on " + attr.hostname +
                                            " (set TENSORLANE_GLOO_HOST to an address of this host): " + e.what());
     }
   }
   return device;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // A rank of a group of `size`, whose device thread takes its share of the process's CPUs.
 struct RankShare {
@@ -22,10 +22,10 @@ struct RankShare {
 // never have two device threads on one CPU (a sender and its receiver on one core take turns).
 class Device {
  public:
-  static std::shared_ptr<gloo::transport::Device> shared(std::optional<RankShare> share = std::nullopt);
+  static std::shared_ptr<::gloo::transport::Device> shared(std::optional<RankShare> share = std::nullopt);
 
   // The interface the device binds: TENSORLANE_GLOO_HOST, else the loopback address.
   static std::string host();
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -17,19 +17,19 @@
 #include <string>
 #include <thread>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
 int newEventFd() {
   const int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (fd < 0) throw Failure(Failure::Kind::Io, std::string("eventfd: ") + std::strerror(errno));
+  if (fd < 0) throw Failure(FailureCode::Io, std::string("eventfd: ") + std::strerror(errno));
   return fd;
 }
 
 }  // namespace
 
-ExtContext::ExtContext(int rank, int size, std::chrono::milliseconds timeout) : gloo::Context(rank, size), abort_(newEventFd()) {
+ExtContext::ExtContext(int rank, int size, std::chrono::milliseconds timeout) : ::gloo::Context(rank, size), abort_(newEventFd()) {
   setTimeout(timeout);
 }
 
@@ -37,7 +37,7 @@ ExtContext::~ExtContext() {
   ::close(abort_);
 }
 
-std::vector<std::vector<char>> ExtContext::createPairs(const std::shared_ptr<gloo::transport::Device>& device) {
+std::vector<std::vector<char>> ExtContext::createPairs(const std::shared_ptr<::gloo::transport::Device>& device) {
   device_ = device;
   transportContext_ = device->createContext(rank, size);
   transportContext_->setTimeout(getTimeout());
@@ -60,11 +60,11 @@ void ExtContext::connectPeer(int peer, const std::vector<char>& address, const P
     std::lock_guard<std::mutex> lock(listenersMutex_);
     if (static_cast<size_t>(peer) < listeners_.size()) listener = listeners_[peer];
   }
-  if (listener == nullptr) throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+  if (listener == nullptr) throw Failure(FailureCode::Closed, "the group was destroyed while it connected");
   auto& pair = transportContext_->getPair(peer);
   const std::string name = "rank " + std::to_string(peer);
-  const auto self = gloo::transport::tcp::Address(pair->address().bytes()).getSockaddr();
-  if (listensFor(self, gloo::transport::tcp::Address(address).getSockaddr())) {
+  const auto self = ::gloo::transport::tcp::Address(pair->address().bytes()).getSockaddr();
+  if (listensFor(self, ::gloo::transport::tcp::Address(address).getSockaddr())) {
     PairGuard::admit(listener, proofs, deadline, abort_, name);
     pair->connect(address);
   } else {
@@ -85,7 +85,7 @@ std::vector<int> ExtContext::sockets() {
   std::vector<sockaddr_storage> locals(size);
   for (int peer = 0; peer < size; peer++) {
     const auto& pair = transportContext_->getPair(peer);
-    if (peer != rank && pair != nullptr) locals[peer] = gloo::transport::tcp::Address(pair->address().bytes()).getSockaddr();
+    if (peer != rank && pair != nullptr) locals[peer] = ::gloo::transport::tcp::Address(pair->address().bytes()).getSockaddr();
   }
   return connectedSocketsAt(locals);
 }
@@ -157,4 +157,4 @@ void ExtContext::park(std::shared_ptr<ExtContext> context) {
   parked->push_back(std::move(context));
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -13,20 +13,20 @@
 #include <optional>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // A gloo context connected in two phases through tensorlane's control plane instead of a gloo
 // rendezvous store: createPairs() gives this rank's address for each peer, connectPeer() takes the
 // address that peer made for this rank. gloo::Context keeps its transport members protected, so
 // this subclass is the way in (gloo's own rendezvous::Context does the same).
-class ExtContext : public gloo::Context {
+class ExtContext : public ::gloo::Context {
  public:
   ExtContext(int rank, int size, std::chrono::milliseconds timeout);
   ~ExtContext() override;
 
   // Addresses by peer rank; the entry of this rank is empty. Each pair's listening socket is the
   // PairGuard's.
-  std::vector<std::vector<char>> createPairs(const std::shared_ptr<gloo::transport::Device>& device);
+  std::vector<std::vector<char>> createPairs(const std::shared_ptr<::gloo::transport::Device>& device);
 
   // Blocks until the TCP connection to `peer` is up (both sides call it) with the process that
   // proved `proofs.expected`, and this side proved `proofs.sent`; Failure (or gloo's error) when the
@@ -75,4 +75,4 @@ class ExtContext : public gloo::Context {
   std::vector<std::optional<Socket>> sockets_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -2,38 +2,25 @@
 
 #include "CollectiveJob.h"
 #include "ConnectJob.h"
-#include "Failure.h"
 #include "GroupRegistry.h"
 #include "ReceiveJob.h"
 #include "SendJob.h"
 
-#include <cmath>
+#include <tensorlane/Arguments.h>
+
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
 [[noreturn]] void usage(const std::string& message) {
-  throw Failure(Failure::Kind::Usage, message);
+  throw Failure(FailureCode::Usage, message);
 }
 
-int intArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
-  if (!info[index].IsNumber()) usage(std::string(name) + " must be a number");
-  const double value = info[index].As<Napi::Number>().DoubleValue();
-  if (!std::isfinite(value) || value != std::floor(value) || value < 0 || value > 1 << 20) {
-    usage(std::string(name) + " must be a small non-negative integer");
-  }
-  return static_cast<int>(value);
-}
-
-std::chrono::milliseconds timeoutArg(const Napi::CallbackInfo& info, size_t index) {
-  if (!info[index].IsNumber()) usage("timeoutMs must be a number");
-  const double ms = info[index].As<Napi::Number>().DoubleValue();
-  if (!(ms > 0)) usage("timeoutMs must be positive");
-  // Far beyond any real wait, and small enough for steady_clock arithmetic not to overflow.
-  constexpr double kLongest = 100.0 * 3600 * 1000;
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(std::min(ms, kLongest))));
+// A rank, a peer or a group size.
+int rankArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  return static_cast<int>(integerArg(info[index], name, 0, 1 << 20));
 }
 
 // options.deviceCpusByRank: whether this rank's device thread (if this group opens the device) takes
@@ -52,13 +39,7 @@ std::vector<Napi::Uint8Array> buffersArg(const Napi::CallbackInfo& info, size_t 
   if (!info[index].IsArray()) usage("buffers must be an array of Uint8Array");
   Napi::Array array = info[index].As<Napi::Array>();
   std::vector<Napi::Uint8Array> buffers;
-  for (uint32_t i = 0; i < array.Length(); i++) {
-    Napi::Value item = array.Get(i);
-    if (!item.IsTypedArray() || item.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-      usage("buffers[" + std::to_string(i) + "] is not a Uint8Array");
-    }
-    buffers.push_back(item.As<Napi::Uint8Array>());
-  }
+  for (uint32_t i = 0; i < array.Length(); i++) buffers.push_back(bytesArg(array.Get(i), "buffers[" + std::to_string(i) + "]"));
   return buffers;
 }
 
@@ -100,10 +81,10 @@ GlooGroup::GlooGroup(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GlooGrou
     return;
   }
   guarded(info.Env(), [&]() -> Napi::Value {
-    const int rank = intArg(info, 0, "rank");
-    const int size = intArg(info, 1, "size");
+    const int rank = rankArg(info, 0, "rank");
+    const int size = rankArg(info, 1, "size");
     if (size < 1 || rank >= size) usage("rank " + std::to_string(rank) + " is not in a group of " + std::to_string(size));
-    state_ = std::make_shared<GroupState>(rank, size, timeoutArg(info, 2), deviceCpusByRankArg(info, 3));
+    state_ = std::make_shared<GroupState>(rank, size, timeoutArg(info[2]), deviceCpusByRankArg(info, 3));
     return info.Env().Undefined();
   });
 }
@@ -157,11 +138,7 @@ Napi::Value GlooGroup::Connect(const Napi::CallbackInfo& info) {
     Napi::Array array = info[0].As<Napi::Array>();
     std::vector<std::vector<uint8_t>> blobs;
     for (uint32_t i = 0; i < array.Length(); i++) {
-      Napi::Value item = array.Get(i);
-      if (!item.IsTypedArray() || item.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-        throw Failure(Failure::Kind::Protocol, "the address blob of rank " + std::to_string(i) + " is not a Uint8Array");
-      }
-      Napi::Uint8Array bytes = item.As<Napi::Uint8Array>();
+      Napi::Uint8Array bytes = bytesArg(array.Get(i), "the address blob of rank " + std::to_string(i), FailureCode::Protocol);
       blobs.emplace_back(bytes.Data(), bytes.Data() + bytes.ByteLength());
     }
     auto job = std::make_shared<ConnectJob>(info.Env(), state_, state_->rendezvous(blobs));
@@ -171,15 +148,14 @@ Napi::Value GlooGroup::Connect(const Napi::CallbackInfo& info) {
 
 Napi::Value GlooGroup::Transfer(const Napi::CallbackInfo& info, bool sending) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const int peer = intArg(info, 0, "peer");
+    const int peer = rankArg(info, 0, "peer");
     if (peer >= state_->size() || peer == state_->rank()) {
       usage("rank " + std::to_string(peer) + " is not a peer of rank " + std::to_string(state_->rank()) + " in a group of " +
             std::to_string(state_->size()));
     }
-    if (!info[1].IsString()) usage("objectId must be a string");
-    const std::string objectId = info[1].As<Napi::String>().Utf8Value();
+    const std::string objectId = stringArg(info[1], "objectId");
     const auto buffers = buffersArg(info, 2);
-    const auto timeout = timeoutArg(info, 3);
+    const auto timeout = timeoutArg(info[3]);
     std::vector<PinnedBytes> memory = pin(buffers);
     std::shared_ptr<Job> job;
     if (sending) job = std::make_shared<SendJob>(info.Env(), state_, std::move(memory), timeout, peer, objectId);
@@ -204,7 +180,7 @@ Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
     Napi::Array dtypes = info[1].As<Napi::Array>();
     for (uint32_t i = 0; i < dtypes.Length(); i++) {
       const std::string dtype = dtypes.Get(i).ToString().Utf8Value();
-      if (!CollectiveJob::reducible(dtype)) throw Failure(Failure::Kind::DType, "gloo cannot reduce " + dtype);
+      if (!CollectiveJob::reducible(dtype)) throw Failure(FailureCode::DType, "gloo cannot reduce " + dtype);
       if (buffers[i].ByteLength() % CollectiveJob::itemSize(dtype) != 0) {
         usage("buffers[" + std::to_string(i) + "] is not a whole number of " + dtype + " elements");
       }
@@ -216,7 +192,7 @@ Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
     else if (op == "min") spec.op = CollectiveJob::Op::Min;
     else if (op == "max") spec.op = CollectiveJob::Op::Max;
     else usage("unknown reduce op \"" + op + "\"");
-    const auto timeout = timeoutArg(info, 3);
+    const auto timeout = timeoutArg(info[3]);
     spec.firstTag = state_->takeTags(static_cast<uint32_t>(buffers.size()));
     auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
     return job->start(info.Env());
@@ -226,9 +202,9 @@ Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
 Napi::Value GlooGroup::Broadcast(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
     const auto buffers = buffersArg(info, 0);
-    const int root = intArg(info, 1, "root");
+    const int root = rankArg(info, 1, "root");
     if (root >= state_->size()) usage("root " + std::to_string(root) + " is not a rank of a group of " + std::to_string(state_->size()));
-    const auto timeout = timeoutArg(info, 2);
+    const auto timeout = timeoutArg(info[2]);
     CollectiveJob::Spec spec{CollectiveJob::Kind::Broadcast, {}, CollectiveJob::Op::Sum, root, 0};
     spec.firstTag = state_->takeTags(static_cast<uint32_t>(buffers.size()));
     auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
@@ -252,9 +228,9 @@ Napi::Value GlooGroup::Sweep(const Napi::CallbackInfo& info) {
 
 Napi::Value GlooGroup::Publish(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    if (!info[0].IsString()) usage("publish() takes the group's name");
+    const std::string name = stringArg(info[0], "the group's name");
     if (attached_) usage("publish() belongs to the environment that created the group");
-    name_ = info[0].As<Napi::String>().Utf8Value();
+    name_ = name;
     GroupRegistry::publish(name_, state_);
     return info.Env().Undefined();
   });
@@ -262,8 +238,7 @@ Napi::Value GlooGroup::Publish(const Napi::CallbackInfo& info) {
 
 Napi::Value GlooGroup::Attach(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    if (!info[0].IsString()) usage("attach() takes a group's name");
-    std::shared_ptr<GroupState> state = GroupRegistry::find(info[0].As<Napi::String>().Utf8Value());
+    std::shared_ptr<GroupState> state = GroupRegistry::find(stringArg(info[0], "the group's name"));
     if (state == nullptr) return info.Env().Undefined();
     // The External lives only for this call: the constructor copies the shared pointer out of it.
     auto external = Napi::External<std::shared_ptr<GroupState>>::New(info.Env(), &state);
@@ -278,4 +253,4 @@ Napi::Value GlooGroup::Published(const Napi::CallbackInfo& info) {
   return out;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

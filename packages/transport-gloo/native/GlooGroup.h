@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The JS class `Group`: one rank's membership of a gloo group (see src/AddonTypes.ts for its surface).
 class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
@@ -44,4 +44,4 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   std::string name_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

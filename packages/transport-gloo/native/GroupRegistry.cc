@@ -3,7 +3,7 @@
 #include <map>
 #include <mutex>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -47,4 +47,4 @@ std::vector<std::string> GroupRegistry::names() {
   return names;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The connected groups of this process by name, for every JS environment of it: the transfer agent
 // creates and destroys them, and any thread of the process can receive through them (the
@@ -22,4 +22,4 @@ class GroupRegistry {
   static std::vector<std::string> names();
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -2,16 +2,17 @@
 
 #include "AddressBlob.h"
 #include "Device.h"
-#include "Failure.h"
 #include "Job.h"
 #include "SendBuffer.h"
+
+#include <tensorlane/Failure.h>
 
 #include <gloo/common/error.h>
 
 #include <algorithm>
 #include <iterator>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 GroupState::GroupState(int rank, int size, std::chrono::milliseconds connectTimeout, bool deviceCpusByRank)
     : rank_(rank),
@@ -25,7 +26,7 @@ GroupState::GroupState(int rank, int size, std::chrono::milliseconds connectTime
 
 GroupState::Rendezvous GroupState::rendezvous(const std::vector<std::vector<uint8_t>>& blobs) const {
   if (blobs.size() != static_cast<size_t>(size_)) {
-    throw Failure(Failure::Kind::Protocol, "the all-gather returned " + std::to_string(blobs.size()) + " address blobs for a group of " +
+    throw Failure(FailureCode::Protocol, "the all-gather returned " + std::to_string(blobs.size()) + " address blobs for a group of " +
                                                std::to_string(size_));
   }
   Rendezvous rendezvous{std::vector<std::vector<char>>(size_), std::vector<PairProofs>(size_)};
@@ -45,8 +46,8 @@ GroupState::Rendezvous GroupState::rendezvous(const std::vector<std::vector<uint
 void GroupState::connect(const Rendezvous& rendezvous) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (phase_ == Phase::Closed) throw Failure(Failure::Kind::Closed, "the group was destroyed before it connected");
-    if (phase_ != Phase::Created) throw Failure(Failure::Kind::Usage, "connect() was called twice");
+    if (phase_ == Phase::Closed) throw Failure(FailureCode::Closed, "the group was destroyed before it connected");
+    if (phase_ != Phase::Created) throw Failure(FailureCode::Usage, "connect() was called twice");
     phase_ = Phase::Connecting;
   }
   // gloo's own bound on waiting for a peer to connect (tcp::Pair::waitUntilConnected).
@@ -59,20 +60,20 @@ void GroupState::connect(const Rendezvous& rendezvous) {
     ExtContext::park(context_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (phase_ == Phase::Closed) throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+      if (phase_ == Phase::Closed) throw Failure(FailureCode::Closed, "the group was destroyed while it connected");
     }
     const std::string reason = std::string("connecting the gloo pairs failed: ") + e.what();
     markBroken(reason);
     // The guard's failures say what they are; gloo's only in words.
     const auto* failure = dynamic_cast<const Failure*>(&e);
     const bool timedOut = std::string(e.what()).find("timeout") != std::string::npos;
-    throw Failure(failure != nullptr ? failure->kind() : timedOut ? Failure::Kind::Timeout : Failure::Kind::Io, reason);
+    throw Failure(failure != nullptr ? failure->code() : timedOut ? FailureCode::Timeout : FailureCode::Io, reason);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ == Phase::Closed) {
     // close() ended the connect by closing the pairs; some may have connected, some not.
     ExtContext::park(context_);
-    throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+    throw Failure(FailureCode::Closed, "the group was destroyed while it connected");
   }
   // Under the lock: close() cannot have closed the sockets yet.
   const std::vector<int> sockets = context_->rememberSockets();
@@ -92,9 +93,9 @@ std::vector<int> GroupState::sendBuffers() {
 
 std::shared_ptr<ExtContext> GroupState::context() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (phase_ == Phase::Closed) throw Failure(Failure::Kind::Closed, "the group was destroyed");
-  if (!broken_.empty()) throw Failure(Failure::Kind::Broken, broken_);
-  if (phase_ != Phase::Connected) throw Failure(Failure::Kind::Usage, "the group is not connected yet");
+  if (phase_ == Phase::Closed) throw Failure(FailureCode::Closed, "the group was destroyed");
+  if (!broken_.empty()) throw Failure(FailureCode::Broken, broken_);
+  if (phase_ != Phase::Connected) throw Failure(FailureCode::Usage, "the group is not connected yet");
   return context_;
 }
 
@@ -206,4 +207,4 @@ void GroupState::close() {
   release(std::move(retired));
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

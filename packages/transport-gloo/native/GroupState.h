@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 class Job;
 
@@ -71,7 +71,7 @@ class GroupState {
   // A buffer an operation posted to the pair with `peer` and that gloo had not finished with when
   // the operation ended (it was aborted, or failed).
   struct Posted {
-    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
     int peer;
   };
 
@@ -129,4 +129,4 @@ class GroupState {
   std::vector<Retired> retired_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

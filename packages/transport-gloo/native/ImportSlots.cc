@@ -1,6 +1,6 @@
 #include "ImportSlots.h"
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -91,13 +91,13 @@ int visit(dl_phdr_info* info, size_t, void* data) {
 
 void* redirectImport(const void* inLibrary, const std::string& symbol, void* replacement) {
   Dl_info library;
-  if (dladdr(inLibrary, &library) == 0) throw Failure(Failure::Kind::Io, "cannot tell which library holds gloo's code");
+  if (dladdr(inLibrary, &library) == 0) throw Failure(FailureCode::Io, "cannot tell which library holds gloo's code");
   const std::string name = library.dli_fname != nullptr ? library.dli_fname : "gloo's library";
   // dlpi_addr is the load bias; for a shared library it equals the base dladdr reports.
   Search search{reinterpret_cast<uintptr_t>(library.dli_fbase), symbol, {}};
   dl_iterate_phdr(visit, &search);
   if (!search.found || search.slots.empty()) {
-    throw Failure(Failure::Kind::Io, name + " does not import " + symbol + " as tensorlane expects of Debian's gloo");
+    throw Failure(FailureCode::Io, name + " does not import " + symbol + " as tensorlane expects of Debian's gloo");
   }
   const long page = sysconf(_SC_PAGESIZE);
   void* previous = *search.slots.front();
@@ -105,13 +105,13 @@ void* redirectImport(const void* inLibrary, const std::string& symbol, void* rep
   // the one the process's global lookup finds.
   Dl_info target;
   if (dladdr(previous, &target) != 0 && target.dli_fbase == library.dli_fbase) previous = dlsym(RTLD_DEFAULT, symbol.c_str());
-  if (previous == nullptr) throw Failure(Failure::Kind::Io, "cannot find the " + symbol + " that " + name + " calls");
+  if (previous == nullptr) throw Failure(FailureCode::Io, "cannot find the " + symbol + " that " + name + " calls");
   for (void** slot : search.slots) {
     const auto at = reinterpret_cast<uintptr_t>(slot);
     void* start = reinterpret_cast<void*>(at & ~static_cast<uintptr_t>(page - 1));
     const bool relro = at >= search.relroStart && at < search.relroEnd;
     if (relro && mprotect(start, page, PROT_READ | PROT_WRITE) != 0) {
-      throw Failure(Failure::Kind::Io, "cannot redirect " + name + "'s calls to " + symbol + ": " + std::strerror(errno));
+      throw Failure(FailureCode::Io, "cannot redirect " + name + "'s calls to " + symbol + ": " + std::strerror(errno));
     }
     *slot = replacement;
     if (relro) mprotect(start, page, PROT_READ);
@@ -119,4 +119,4 @@ void* redirectImport(const void* inLibrary, const std::string& symbol, void* rep
   return previous;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // Redirects the calls one loaded shared library makes to a function it imports (its GOT slots for
 // that symbol) to `replacement`, for the life of the process; returns the function the library
@@ -12,4 +12,4 @@ namespace tlgloo {
 // symbol or its slots cannot be written. Not thread-safe: call it before the library's threads run.
 void* redirectImport(const void* inLibrary, const std::string& symbol, void* replacement);
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

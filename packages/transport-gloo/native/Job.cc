@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <system_error>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -16,32 +17,46 @@ Failure classify(const std::exception& e) {
   const std::string what = e.what();
   // gloo reports every failure as IoException; its timeouts say "Timed out" or "timeout".
   const bool timedOut = what.find("Timed out") != std::string::npos || what.find("timeout") != std::string::npos;
-  return Failure(timedOut ? Failure::Kind::Timeout : Failure::Kind::Io, what);
+  return Failure(timedOut ? FailureCode::Timeout : FailureCode::Io, what);
 }
 
 }  // namespace
 
 Job::Job(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<PinnedBytes> memory, std::chrono::milliseconds timeout)
-    : deferred_(Napi::Promise::Deferred::New(env)),
-      retired_(Napi::Promise::Deferred::New(env)),
+    : retired_(Napi::Promise::Deferred::New(env)),
       group_(std::move(group)),
       memory_(std::move(memory)),
       deadline_(std::chrono::steady_clock::now() + timeout) {}
 
 Napi::Object Job::start(Napi::Env env) {
-  tsfn_ = Napi::ThreadSafeFunction::New(env, Napi::Function(), "tensorlane-gloo", 0, 1);
   auto self = shared_from_this();
+  std::weak_ptr<Job> weak = self;
+  std::function<void()> teardown;
+  if (interruptible()) {
+    teardown = [weak] {
+      if (auto job = weak.lock()) job->abort();
+    };
+  }
+  settler_ = Settler::create(env, std::move(teardown));
   group_->attach(self);
   attempt(&Job::post);
-  JobThreads::run([self] { self->execute(); });
+  try {
+    JobThreads::run([self] { self->execute(); });
+  } catch (const std::system_error& error) {
+    settler_->cancel();
+    group_->detach(this);
+    // What post() handed to gloo stays posted, with no thread to wait for it.
+    group_->markBroken(std::string("no thread could be started for an operation: ") + error.what());
+    throw Failure(FailureCode::System, std::string("cannot start a thread for the gloo operation: ") + error.what());
+  }
   Napi::Object handle = Napi::Object::New(env);
-  handle.Set("promise", promise());
+  handle.Set("promise", settler_->promise());
   handle.Set("retired", retired_.Promise());
   handle.Set("abort", Napi::Function::New(env, [self](const Napi::CallbackInfo& info) {
                self->abort();
                // An aborted job may linger in an uninterruptible gloo call: it must not keep the
                // process (or worker) alive for that.
-               self->tsfn_.Unref(info.Env());
+               self->settler_->unref(info.Env());
              }));
   return handle;
 }
@@ -68,9 +83,9 @@ bool Job::aborted() {
   return aborted_;
 }
 
-gloo::transport::UnboundBuffer& Job::track(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, Direction direction, int peer) {
+::gloo::transport::UnboundBuffer& Job::track(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, Direction direction, int peer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (aborted_) throw Failure(Failure::Kind::Aborted, "aborted");
+  if (aborted_) throw Failure(FailureCode::Aborted, "aborted");
   tracked_.push_back(Tracked{std::move(buffer), direction, peer, false});
   return *tracked_.back().buffer;
 }
@@ -87,7 +102,7 @@ std::chrono::milliseconds Job::remaining() const {
 
 void Job::waitAll() {
   for (size_t i = 0;; i++) {
-    gloo::transport::UnboundBuffer* buffer;
+    ::gloo::transport::UnboundBuffer* buffer;
     Direction direction;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -97,7 +112,7 @@ void Job::waitAll() {
       direction = tracked_[i].direction;
     }
     const bool completed = direction == Direction::Send ? buffer->waitSend(remaining()) : buffer->waitRecv(remaining());
-    if (!completed) throw Failure(Failure::Kind::Aborted, "aborted");
+    if (!completed) throw Failure(FailureCode::Aborted, "aborted");
     std::lock_guard<std::mutex> lock(mutex_);
     tracked_[i].done = true;
   }
@@ -109,10 +124,10 @@ void Job::attempt(void (Job::*step)()) {
   } catch (const Failure& f) {
     failure_ = f;
     // A peer that announces other data than agreed leaves unmatched messages on the pair.
-    if (f.kind() == Failure::Kind::Protocol) group_->markBroken(f.what());
+    if (f.code() == FailureCode::Protocol) group_->markBroken(f.what());
   } catch (const std::exception& e) {
     // Closing the group ends gloo's waits with an I/O error: that is not what happened.
-    failure_ = group_->closed() ? Failure(Failure::Kind::Closed, "the group was destroyed") : classify(e);
+    failure_ = group_->closed() ? Failure(FailureCode::Closed, "the group was destroyed") : classify(e);
     group_->markBroken(failure_->what());
   }
 }
@@ -141,41 +156,37 @@ void Job::execute() {
   // Read by settle(), which the call below hands over to the JS thread.
   memoryPosted_ = pinnedBytes > 0;
   auto self = shared_from_this();
-  tsfn_.BlockingCall([self](Napi::Env env, Napi::Function) { self->settle(env); });
-  if (posted.empty()) {
-    tsfn_.Release();
-    return;
-  }
+  const bool handedOver =
+      settler_->finish([self](Napi::Env env, Napi::Promise::Deferred& deferred) { self->settle(env, deferred); }, memoryPosted_);
+  if (posted.empty()) return;
   // Queued behind settle() on the JS thread, whenever the group lets go.
   std::function<void()> released;
-  if (memoryPosted_) released = [self] { self->releaseMemory(); };
-  else tsfn_.Release();
+  if (memoryPosted_ && handedOver) released = [self] { self->releaseMemory(); };
   group_->retire(std::move(posted), std::move(owned), pinnedBytes, std::move(released));
 }
 
-void Job::settle(Napi::Env env) {
+void Job::settle(Napi::Env env, Napi::Promise::Deferred& deferred) {
   group_->detach(this);
   if (memoryPosted_) {
     // Kept until the group lets go: that must not keep the thread's event loop alive.
-    tsfn_.Unref(env);
+    settler_->unref(env);
   } else {
     for (auto& m : memory_) m.release();
     memory_.clear();
     retired_.Resolve(env.Undefined());
   }
-  if (failure_.has_value()) deferred_.Reject(failure_->toError(env).Value());
-  else deferred_.Resolve(env.Undefined());
+  if (failure_.has_value()) deferred.Reject(failure_->toError(env).Value());
+  else deferred.Resolve(env.Undefined());
 }
 
 void Job::releaseMemory() {
   auto self = shared_from_this();
   // Refused once the job's environment is gone: its references then stay, as PinnedBytes says.
-  tsfn_.NonBlockingCall([self](Napi::Env env, Napi::Function) {
+  settler_->post([self](Napi::Env env) {
     for (auto& m : self->memory_) m.release();
     self->memory_.clear();
     self->retired_.Resolve(env.Undefined());
   });
-  tsfn_.Release();
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

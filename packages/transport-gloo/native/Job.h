@@ -1,8 +1,9 @@
 #pragma once
 
-#include "Failure.h"
 #include "GroupState.h"
 #include "PinnedBytes.h"
+
+#include <tensorlane/Settler.h>
 
 #include <napi.h>
 
@@ -14,17 +15,15 @@
 #include <optional>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // One blocking operation of a group (connect, send, receive, a collective), run on one of the
 // addon's job threads (JobThreads.h): a long gloo wait must never hold the JS thread nor one of
-// libuv's few pool threads. Its promise settles on the JS thread through a thread-safe function.
+// libuv's few pool threads. Its promise settles on the JS thread through the kit's Settler.
 class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<PinnedBytes> memory, std::chrono::milliseconds timeout);
   virtual ~Job() = default;
-
-  Napi::Promise promise() const { return deferred_.Promise(); }
 
   // JS thread: hands the job to a thread and returns { promise, retired, abort } for JS. `retired`
   // settles once gloo no longer touches the job's memory: when the job settles, or for buffers it
@@ -43,13 +42,19 @@ class Job : public std::enable_shared_from_this<Job> {
   virtual void run() = 0;
   // Called once by abort(), for jobs whose gloo calls cannot be interrupted.
   virtual void onAbort() {}
+  // Whether abort() ends the job at once (a pair's waits end; a collective's or a connect's gloo
+  // calls go on until their timeout or until the group closes). The teardown of the job's
+  // environment aborts such jobs and waits for them, since gloo writes into the environment's
+  // memory; it cannot wait out a gloo timeout for the others, whose memory is safe once their group
+  // closes (its owner's finalizer closes it with the environment).
+  virtual bool interruptible() const { return false; }
 
   GroupState& group() const { return *group_; }
   const std::vector<PinnedBytes>& memory() const { return memory_; }
 
   // Registers a buffer before the caller posts it to the pair with `peer`, so that abort() reaches
   // its wait and an aborted job retires it; Failure(Aborted) instead once the job is aborted.
-  gloo::transport::UnboundBuffer& track(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, Direction direction, int peer);
+  ::gloo::transport::UnboundBuffer& track(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, Direction direction, int peer);
   // Memory of the job's own that tracked buffers point into (kept as long as they are).
   void own(std::shared_ptr<void> memory);
   // Waits for every tracked buffer not yet waited for; Failure(Aborted) when aborted.
@@ -60,7 +65,7 @@ class Job : public std::enable_shared_from_this<Job> {
 
  private:
   struct Tracked {
-    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
     Direction direction;
     int peer;
     bool done;
@@ -69,14 +74,13 @@ class Job : public std::enable_shared_from_this<Job> {
   // Runs one step of the job, keeping its failure for settle().
   void attempt(void (Job::*step)());
   void execute();
-  void settle(Napi::Env env);
+  void settle(Napi::Env env, Napi::Promise::Deferred& deferred);
   // Any thread, once the group let go of what the job left posted: releases its memory on its own
   // JS thread and settles `retired`.
   void releaseMemory();
 
-  Napi::Promise::Deferred deferred_;
   Napi::Promise::Deferred retired_;
-  Napi::ThreadSafeFunction tsfn_;
+  std::shared_ptr<Settler> settler_;
   std::shared_ptr<GroupState> group_;
   std::vector<PinnedBytes> memory_;
   const std::chrono::steady_clock::time_point deadline_;
@@ -92,4 +96,4 @@ class Job : public std::enable_shared_from_this<Job> {
   bool memoryPosted_ = false;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

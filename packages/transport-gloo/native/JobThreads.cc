@@ -3,7 +3,7 @@
 #include <thread>
 #include <utility>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 void JobThreads::run(std::function<void()> task) {
   instance().submit(std::move(task));
@@ -49,4 +49,4 @@ void JobThreads::serve() {
   }
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

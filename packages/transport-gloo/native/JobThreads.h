@@ -6,7 +6,7 @@
 #include <functional>
 #include <mutex>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The threads that run the addon's jobs, kept once idle for the next job. A thread made for each
 // job and ended after it left every transfer about half again as slow here (64 MiB over loopback
@@ -35,4 +35,4 @@ class JobThreads {
   std::size_t idle_ = 0;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -1,8 +1,8 @@
 #include "ObjectHeader.h"
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -36,7 +36,7 @@ ObjectHeader::ObjectHeader(uint64_t key, const std::vector<size_t>& lengths) : b
 
 void ObjectHeader::check(const char* received, const std::string& objectId) const {
   const auto fail = [&](const std::string& why) {
-    throw Failure(Failure::Kind::Protocol, "the producer of " + objectId + " announced other data than its metadata describes: " + why);
+    throw Failure(FailureCode::Protocol, "the producer of " + objectId + " announced other data than its metadata describes: " + why);
   };
   if (get(received, 0, 4) != kMagic) fail("bad header magic");
   if (get(received, 8, 8) != get(bytes_.data(), 8, 8)) fail("another object's key (slot collision or stale transfer)");
@@ -49,4 +49,4 @@ void ObjectHeader::check(const char* received, const std::string& objectId) cons
   if (get(received, 24, 8) != get(bytes_.data(), 24, 8)) fail("the tensors' byte lengths differ");
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // What a producer announces before the bytes of an object: the object's key, the tensor count,
 // the total byte count and a digest of every tensor's length. The consumer posts its receives only
@@ -41,4 +41,4 @@ class ObjectHeader {
   uint64_t total_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

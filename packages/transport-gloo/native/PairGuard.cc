@@ -21,7 +21,7 @@
 #include <map>
 #include <mutex>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -196,12 +196,12 @@ bool proves(const Hello& hello, const std::array<uint8_t, 32>& proof) {
 void await(int fd, short events, Deadline deadline, int abort, const std::string& waitingFor) {
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) throw Failure(Failure::Kind::Timeout, "the connect timeout passed while " + waitingFor);
+    if (left <= 0) throw Failure(FailureCode::Timeout, "the connect timeout passed while " + waitingFor);
     pollfd fds[2] = {{abort, POLLIN, 0}, {fd, events, 0}};
     const int ready = poll(fds, 2, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-    if (ready < 0 && errno != EINTR) throw Failure(Failure::Kind::Io, std::string("poll: ") + std::strerror(errno));
+    if (ready < 0 && errno != EINTR) throw Failure(FailureCode::Io, std::string("poll: ") + std::strerror(errno));
     if (ready <= 0) continue;
-    if (fds[0].revents != 0) throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+    if (fds[0].revents != 0) throw Failure(FailureCode::Closed, "the group was destroyed while it connected");
     if (fds[1].revents != 0) return;
   }
 }
@@ -232,7 +232,7 @@ std::vector<uint8_t> PairGuard::newSecret() {
   size_t got = 0;
   while (got < secret.size()) {
     const ssize_t n = getrandom(secret.data() + got, secret.size() - got, 0);
-    if (n < 0 && errno != EINTR) throw Failure(Failure::Kind::Io, std::string("getrandom: ") + std::strerror(errno));
+    if (n < 0 && errno != EINTR) throw Failure(FailureCode::Io, std::string("getrandom: ") + std::strerror(errno));
     if (n > 0) got += static_cast<size_t>(n);
   }
   return secret;
@@ -249,7 +249,7 @@ PairProofs PairGuard::proofs(const std::vector<uint8_t>& secret, int rank, int p
     unsigned int length = 0;
     if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message, sizeof(message), out.data(), &length) == nullptr ||
         length != out.size()) {
-      throw Failure(Failure::Kind::Io, "HMAC-SHA256 of a gloo pair's proof failed");
+      throw Failure(FailureCode::Io, "HMAC-SHA256 of a gloo pair's proof failed");
     }
     return out;
   };
@@ -261,7 +261,7 @@ void PairGuard::install() {
   static std::optional<Failure> failed;
   std::call_once(once, [] {
     try {
-      const void* inGloo = reinterpret_cast<const void*>(&gloo::transport::tcp::CreateDevice);
+      const void* inGloo = reinterpret_cast<const void*>(&::gloo::transport::tcp::CreateDevice);
       realEpollCtl = reinterpret_cast<EpollCtlFunction>(redirectImport(inGloo, "epoll_ctl", reinterpret_cast<void*>(&guardedEpollCtl)));
       realAccept = reinterpret_cast<AcceptFunction>(redirectImport(inGloo, "accept", reinterpret_cast<void*>(&guardedAccept)));
       realConnect = reinterpret_cast<ConnectFunction>(redirectImport(inGloo, "connect", reinterpret_cast<void*>(&guardedConnect)));
@@ -283,7 +283,7 @@ PairGuard::Capture::~Capture() {
 std::shared_ptr<PairGuard::Listener> PairGuard::Capture::take() {
   capturing = nullptr;
   if (listener_ == nullptr) {
-    throw Failure(Failure::Kind::Io, "gloo's new pair registered no listening socket of its own: this libgloo connects its pairs in a way tensorlane cannot guard");
+    throw Failure(FailureCode::Io, "gloo's new pair registered no listening socket of its own: this libgloo connects its pairs in a way tensorlane cannot guard");
   }
   return std::move(listener_);
 }
@@ -304,15 +304,15 @@ void PairGuard::admit(const std::shared_ptr<Listener>& listener, const PairProof
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
-      throw Failure(Failure::Kind::Timeout, peer + " did not connect and prove the group's secret within the connect timeout; " +
+      throw Failure(FailureCode::Timeout, peer + " did not connect and prove the group's secret within the connect timeout; " +
                                                 std::to_string(strangers + candidates.size()) + " other connections to the pair's port were closed");
     }
     std::vector<pollfd> fds = {{abort, POLLIN, 0}, {listener->socket, POLLIN, 0}};
     for (const auto& c : candidates) fds.push_back({c.fd, POLLIN, 0});
     const int ready = poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-    if (ready < 0 && errno != EINTR) throw Failure(Failure::Kind::Io, std::string("poll: ") + std::strerror(errno));
+    if (ready < 0 && errno != EINTR) throw Failure(FailureCode::Io, std::string("poll: ") + std::strerror(errno));
     if (ready <= 0) continue;
-    if (fds[0].revents != 0) throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+    if (fds[0].revents != 0) throw Failure(FailureCode::Closed, "the group was destroyed while it connected");
     // Candidates first: the ones accepted below have no poll result yet.
     std::deque<Candidate> kept;
     int proven = -1;
@@ -348,11 +348,11 @@ void PairGuard::admit(const std::shared_ptr<Listener>& listener, const PairProof
       std::lock_guard<std::mutex> lock(registry().mutex);
       if (listener->withdrawn) {
         ::close(proven);
-        throw Failure(Failure::Kind::Closed, "the group was destroyed while it connected");
+        throw Failure(FailureCode::Closed, "the group was destroyed while it connected");
       }
       listener->accepted = proven;
       const uint64_t one = 1;
-      if (write(listener->wake, &one, sizeof(one)) != sizeof(one)) throw Failure(Failure::Kind::Io, std::string("eventfd: ") + std::strerror(errno));
+      if (write(listener->wake, &one, sizeof(one)) != sizeof(one)) throw Failure(FailureCode::Io, std::string("eventfd: ") + std::strerror(errno));
       return;
     }
     if (fds[1].revents == 0) continue;
@@ -360,7 +360,7 @@ void PairGuard::admit(const std::shared_ptr<Listener>& listener, const PairProof
       const int fd = accept4(listener->socket, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) break;
-        throw Failure(Failure::Kind::Io, std::string("accept: ") + std::strerror(errno));
+        throw Failure(FailureCode::Io, std::string("accept: ") + std::strerror(errno));
       }
       candidates.push_back(Candidate{fd});
       if (candidates.size() > kMaxCandidates) {
@@ -392,7 +392,7 @@ int PairGuard::Handshake::run(int fd, const sockaddr* address, socklen_t length)
       return -1;
     }
     if (!sendHello(fd, helloOf(proofs_.sent), deadline_, abort_, peer_)) {
-      throw Failure(Failure::Kind::Io, "the connection to " + peer_ + " broke while this rank proved the group's secret: " + std::strerror(errno));
+      throw Failure(FailureCode::Io, "the connection to " + peer_ + " broke while this rank proved the group's secret: " + std::strerror(errno));
     }
     Hello reply{};
     size_t got = 0;
@@ -403,7 +403,7 @@ int PairGuard::Handshake::run(int fd, const sockaddr* address, socklen_t length)
       else break;
     }
     if (got < reply.size() || !proves(reply, proofs_.expected)) {
-      throw Failure(Failure::Kind::Protocol, "the process listening for " + peer_ + " did not prove the group's secret: it is not " + peer_);
+      throw Failure(FailureCode::Protocol, "the process listening for " + peer_ + " did not prove the group's secret: it is not " + peer_);
     }
     return 0;
   } catch (const Failure& failure) {
@@ -413,4 +413,4 @@ int PairGuard::Handshake::run(int fd, const sockaddr* address, socklen_t length)
   }
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

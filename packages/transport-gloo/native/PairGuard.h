@@ -1,6 +1,6 @@
 #pragma once
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
 #include <sys/socket.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
@@ -90,4 +90,4 @@ class PairGuard {
   };
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

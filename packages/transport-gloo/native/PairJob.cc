@@ -1,6 +1,6 @@
 #include "PairJob.h"
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 PairJob::PairJob(Napi::Env env, std::shared_ptr<GroupState> group, std::vector<PinnedBytes> memory, std::chrono::milliseconds timeout,
                  int peer, std::string objectId)
@@ -12,4 +12,4 @@ std::vector<size_t> PairJob::lengths() const {
   return lengths;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // A transfer of one object over the pair to `peer`: what the producer's and the consumer's halves share.
 class PairJob : public Job {
@@ -13,6 +13,7 @@ class PairJob : public Job {
           int peer, std::string objectId);
 
  protected:
+  bool interruptible() const override { return true; }
   int peer() const { return peer_; }
   const std::string& objectId() const { return objectId_; }
   // The byte length of every tensor of the object, in order.
@@ -23,4 +24,4 @@ class PairJob : public Job {
   const std::string objectId_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -1,6 +1,6 @@
 #include "PinnedBytes.h"
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 PinnedBytes::PinnedBytes(Napi::Uint8Array array)
     : data_(reinterpret_cast<char*>(array.Data())), size_(array.ByteLength()), env_(array.Env()), ref_(nullptr) {
@@ -18,4 +18,4 @@ void PinnedBytes::release() {
   ref_ = nullptr;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // Tensor memory handed to native threads without a copy: the address of a Uint8Array's bytes and a
 // reference that keeps its (Shared)ArrayBuffer alive. Created and released on the JS thread only;
@@ -31,4 +31,4 @@ class PinnedBytes {
   napi_ref ref_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

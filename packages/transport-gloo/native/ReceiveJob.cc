@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 void ReceiveJob::post() {
   // Room for the largest inline payload, whatever this side expects: a longer message than the
@@ -39,4 +39,4 @@ void ReceiveJob::run() {
   waitAll();
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The consumer's half of a transfer: waits for the producer's header, checks it against the byte
 // lengths the consumer expects, then copies a small object's inline bytes out of it, or receives
@@ -23,4 +23,4 @@ class ReceiveJob : public PairJob {
   std::shared_ptr<std::vector<char>> announced_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

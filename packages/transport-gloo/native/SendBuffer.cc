@@ -1,16 +1,15 @@
 #include "SendBuffer.h"
 
-#include "Failure.h"
-#include "Settings.h"
 #include "Sockets.h"
+
+#include <tensorlane/Settings.h>
 
 #include <sys/socket.h>
 
 #include <climits>
-#include <cstring>
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -21,16 +20,12 @@ constexpr const char* kKernel = "kernel";
 }  // namespace
 
 std::optional<int> SendBuffer::configured() {
-  const char* value = setting(kVariable);
-  if (value == nullptr) return kDefaultBytes;
-  if (std::strcmp(value, kKernel) == 0) return std::nullopt;
-  const std::string text(value);
-  const bool digits = text.find_first_not_of("0123456789") == std::string::npos && text.size() <= 10;
-  const long long bytes = digits ? std::stoll(text) : 0;
-  if (bytes < 1 || bytes > INT_MAX) {
-    throw Failure(Failure::Kind::Usage, std::string(kVariable) + "=\"" + text + "\" is neither a byte count (like 524288) nor " + kKernel);
-  }
-  return static_cast<int>(bytes);
+  const std::optional<std::string> value = setting(kVariable);
+  if (!value.has_value()) return kDefaultBytes;
+  if (*value == kKernel) return std::nullopt;
+  const std::optional<int64_t> bytes = parseInteger(*value, 1, INT_MAX);
+  if (!bytes.has_value()) throw invalidSetting(kVariable, *value, "a byte count from 1 to " + std::to_string(INT_MAX) + ", or kernel");
+  return static_cast<int>(*bytes);
 }
 
 void SendBuffer::sizeIfSameHost(int fd, int bytes) {
@@ -45,4 +40,4 @@ int SendBuffer::of(int fd) {
   return getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &length) == 0 ? bytes : -1;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

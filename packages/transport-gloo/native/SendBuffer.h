@@ -2,7 +2,7 @@
 
 #include <optional>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The kernel's send buffer for a group's sockets to peers on the same host. Left to the kernel, a
 // loopback socket's buffer grows to net.ipv4.tcp_wmem's maximum (often 4 MiB), and a large transfer
@@ -15,7 +15,7 @@ class SendBuffer {
   static constexpr int kDefaultBytes = 512 << 10;
 
   // TENSORLANE_GLOO_SEND_BUFFER: a byte count, or "kernel" (leave it to the kernel: nullopt); unset,
-  // kDefaultBytes. Failure(Usage) for anything else.
+  // kDefaultBytes. Failure(Setting) for anything else.
   static std::optional<int> configured();
 
   // Asks for `bytes` on the connected socket `fd` when both its ends are addresses of one host. A
@@ -27,4 +27,4 @@ class SendBuffer {
   static int of(int fd);
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -3,7 +3,7 @@
 #include "ObjectHeader.h"
 #include "TransferKey.h"
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 void SendJob::run() {
   auto context = group().context();
@@ -28,4 +28,4 @@ void SendJob::run() {
   waitAll();
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

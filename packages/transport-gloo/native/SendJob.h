@@ -2,7 +2,7 @@
 
 #include "PairJob.h"
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The producer's half of a transfer: the object's header with a small object's bytes behind it, or
 // the header and then every tensor straight from its memory, each to its own slot on the pair.
@@ -14,4 +14,4 @@ class SendJob : public PairJob {
   void run() override;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

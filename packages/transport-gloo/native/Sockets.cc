@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 namespace {
 
@@ -80,4 +80,4 @@ std::vector<int> connectedSocketsAt(const std::vector<sockaddr_storage>& locals)
   return found;
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

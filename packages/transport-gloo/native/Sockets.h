@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // A connected socket's two ends.
 struct Ends {
@@ -33,4 +33,4 @@ bool listensFor(const sockaddr_storage& self, const sockaddr_storage& peer);
 // keeps the port only that pair listened on).
 std::vector<int> connectedSocketsAt(const std::vector<sockaddr_storage>& locals);
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

@@ -1,6 +1,6 @@
 #include "TransferKey.h"
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 TransferKey::TransferKey(const std::string& objectId) {
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -19,4 +19,4 @@ uint64_t TransferKey::dataSlot(size_t index) const {
   return kDataPrefix | ((value_ + index) & kSlotMask);
 }
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

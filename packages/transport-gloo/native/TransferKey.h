@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace tlgloo {
+namespace tensorlane::gloo {
 
 // The gloo slots of one object's transfer, derived from its id alone so that the producer and the
 // consumer agree without talking: a 64-bit FNV-1a hash of the id, and slots under two prefixes that
@@ -26,4 +26,4 @@ class TransferKey {
   uint64_t value_;
 };
 
-}  // namespace tlgloo
+}  // namespace tensorlane::gloo

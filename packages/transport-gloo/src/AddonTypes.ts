@@ -1,14 +1,8 @@
 /**
  * The surface of the native addon (`build/Release/tensorlane_gloo.node`), written by hand from
- * native/GlooGroup.cc and native/Addon.cc. Errors it throws or rejects with carry a `code`.
+ * native/GlooGroup.cc and native/Addon.cc. Errors it throws or rejects with are core's
+ * NativeFailure (`@tensorlane/core/native`): the transport maps each code to a typed error.
  */
-
-/** What went wrong, as the addon classifies it (the transport maps each to a typed tensorlane error). */
-export type NativeFailureCode = "protocol" | "timeout" | "io" | "aborted" | "broken" | "closed" | "usage" | "dtype"
-
-export interface NativeFailure extends Error {
-  readonly code: NativeFailureCode
-}
 
 /** One blocking operation running on a native thread. */
 export interface NativeOperation {

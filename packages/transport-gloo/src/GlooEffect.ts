@@ -5,7 +5,7 @@
  * DeviceError, ProtocolError, NativeLibraryError, ...); the other operations are core's
  * `TensorlaneCluster` Effects (spawn, get, put, broadcast, inspect).
  */
-import { type CollectiveGroup, type GroupOptions, type StartOptions, TensorlaneCluster, type TensorlaneError } from "@tensorlane/core"
+import { type CollectiveGroup, type GroupOptions, NativeLibraryError, type StartOptions, TensorlaneCluster, type TensorlaneError } from "@tensorlane/core"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
@@ -23,5 +23,11 @@ export const group = (
 ): Effect.Effect<CollectiveGroup, TensorlaneError, TensorlaneCluster.TensorlaneCluster | Scope.Scope> =>
   TensorlaneCluster.collectiveGroup(actors, { ...options, backend: "gloo" })
 
-/** Whether the addon and libgloo load here, and why not (never fails: the status says it). */
-export const glooStatus: Effect.Effect<GlooStatus> = Effect.sync(statusOf)
+/** The addon and libgloo this process loaded; NativeLibraryError (every path tried, and the fix) when they cannot load. */
+export const glooStatus: Effect.Effect<GlooStatus, NativeLibraryError> = Effect.suspend(() => {
+  try {
+    return Effect.succeed(statusOf())
+  } catch (error) {
+    return error instanceof NativeLibraryError ? Effect.fail(error) : Effect.die(error)
+  }
+})

@@ -15,9 +15,10 @@ import {
   UnsupportedOperationError,
 } from "@tensorlane/core"
 import { defineTransport } from "@tensorlane/core/plugin"
+import { readSetting, timeoutSetting } from "@tensorlane/core/native"
 import type { NativeGroup, NativeOperation } from "./AddonTypes.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
-import { loadAddon, loadedAddon } from "./internal/loadAddon.js"
+import { addon as glooAddon } from "./internal/loadAddon.js"
 
 /** The dtypes gloo reduces (its math on float16 included); broadcast moves every dtype. */
 export const reducibleDTypes: ReadonlyArray<string> = [
@@ -34,17 +35,13 @@ export const reducibleDTypes: ReadonlyArray<string> = [
   "uint64",
 ]
 
-const DEFAULT_WAIT_TIMEOUT_MS = 60 * 60 * 1000
 const DEFAULT_CONNECT_TIMEOUT_MS = 120_000
 
 /**
  * The backstop of every gloo wait. The runtime's AbortSignal carries a transfer's real timeout and
  * aborts the wait without harm; a gloo timeout instead poisons the group, so it must come last.
  */
-const waitTimeoutMs = (): number => {
-  const configured = Number(process.env.TENSORLANE_GLOO_WAIT_TIMEOUT_MS)
-  return Number.isFinite(configured) && configured > 0 ? configured : DEFAULT_WAIT_TIMEOUT_MS
-}
+const WAIT_TIMEOUT_MS = timeoutSetting("TENSORLANE_GLOO_WAIT_TIMEOUT_MS", 60 * 60 * 1000)
 
 /**
  * Connecting a group waits up to 5x the context timeout in all for the peers of its pairs (gloo's
@@ -71,7 +68,7 @@ const groupOf = (name: string): NativeGroup => {
   return group
 }
 
-const attached = (name: string): NativeGroup | undefined => loadAddon().addon.Group.attach(name)
+const attached = (name: string): NativeGroup | undefined => glooAddon.load().addon.Group.attach(name)
 
 /** How often a failed operation's buffers that stay posted are looked at again (their pair may have closed). */
 const SWEEP_INTERVAL_MS = 250
@@ -151,7 +148,7 @@ const destroy = (name: string): void => {
 }
 
 const strandedInGroups = (): Array<string> => {
-  const addon = loadedAddon()
+  const addon = glooAddon.loaded()
   if (addon === undefined) return []
   return addon.Group.published().flatMap((name) => {
     const stranded = addon.Group.attach(name)?.stranded
@@ -178,7 +175,7 @@ export const gloo = defineTransport({
     }
     const what = `creating gloo group "${setup.name}" (rank ${setup.rank} of ${setup.worldSize})`
     const timeoutMs = contextTimeoutMs(setup.timeoutMs)
-    const { addon } = loadAddon()
+    const { addon } = glooAddon.load()
     let native: NativeGroup
     try {
       // Two device threads on one CPU take turns at moving a transfer's bytes (see the README).
@@ -210,7 +207,7 @@ export const gloo = defineTransport({
       // A view without copying when contiguous; a strided view is packed into a fresh buffer.
       return t.contiguousBytes()
     })
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(native, () => native.send(toRank, object.objectId, buffers, timeoutMs), signal, what, timeoutMs, undefined)
   },
 
@@ -227,7 +224,7 @@ export const gloo = defineTransport({
       }
       return bytes
     })
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(native, () => native.receive(fromRank, objectId, buffers, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 
@@ -240,7 +237,7 @@ export const gloo = defineTransport({
       }
     }
     const buffers = tensors.map((t) => inPlaceBytes(t, what))
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(native, () => native.allreduce(buffers, tensors.map((t) => t.dtype), op, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 
@@ -251,7 +248,7 @@ export const gloo = defineTransport({
       throw new UnsupportedOperationError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})` })
     }
     const buffers = tensors.map((t) => inPlaceBytes(t, what))
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(native, () => native.broadcast(buffers, root, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 

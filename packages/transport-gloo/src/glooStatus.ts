@@ -1,28 +1,26 @@
-/** What `tensorlane doctor` reports about Gloo: whether the addon and libgloo load, and from where. */
-import { addonCandidates, loadAddon, mappedGlooLibrary } from "./internal/loadAddon.js"
+/** What `tensorlane doctor` reports about Gloo: the addon and libgloo this process loaded (core's PackageStatus contract). */
+import type { PackageStatus } from "@tensorlane/core/native"
+import { addon, mappedGlooLibrary } from "./internal/loadAddon.js"
 
-export interface GlooStatus {
-  readonly ready: boolean
-  /** The addon file that loaded, or the candidates that were tried. */
-  readonly addon: string | ReadonlyArray<string>
+export interface GlooStatus extends PackageStatus {
+  /** The addon file that loaded. */
+  readonly addon: string
   /** The libgloo the process mapped (Debian: /usr/lib/libgloo.so.0.5.0). */
   readonly library: string | undefined
-  readonly glooVersion: string | undefined
-  /** Why it is not ready, with the fix. */
-  readonly error: string | undefined
+  readonly glooVersion: string
 }
 
+/** Loads the addon if needed (NativeLibraryError, with every path tried and the fix, when it cannot) and describes it. */
 export const glooStatus = (): GlooStatus => {
-  try {
-    const { addon, path } = loadAddon()
-    return { ready: true, addon: path, library: mappedGlooLibrary(), glooVersion: addon.glooVersion, error: undefined }
-  } catch (error) {
-    return {
-      ready: false,
-      addon: addonCandidates(),
-      library: undefined,
-      glooVersion: undefined,
-      error: error instanceof Error ? error.message : String(error),
-    }
+  const loaded = addon.load()
+  const library = mappedGlooLibrary()
+  return {
+    addon: loaded.path,
+    library,
+    glooVersion: loaded.addon.glooVersion,
+    details: [
+      ["gloo", `${loaded.addon.glooVersion} at ${library ?? "(not mapped)"}`],
+      ["addon", loaded.path],
+    ],
   }
 }

@@ -12,7 +12,7 @@ import { inFreshProcess } from "./fixtures/freshProcess.ts"
 const cpusModule = new URL("./fixtures/cpus.mjs", import.meta.url).href
 
 interface Opened {
-  readonly error?: { readonly code: string; readonly message: string }
+  readonly error?: { readonly code: string; readonly message: string; readonly variable?: string; readonly value?: string; readonly accepts?: string }
   /** Cpus_allowed_list of every thread of the process, main thread first. */
   readonly threads: ReadonlyArray<string>
 }
@@ -23,7 +23,7 @@ const program = (open: string) => `
   const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
   const { addon } = loadGlooAddon()
   let error
-  try { ${open} } catch (e) { error = { code: e.code, message: e.message } }
+  try { ${open} } catch (e) { error = { code: e.code, message: e.message, variable: e.variable, value: e.value, accepts: e.accepts } }
   console.log(JSON.stringify({ error, threads: threadLists() }))`
 
 const openDevice = (cpus: string | undefined): Promise<Opened> =>
@@ -85,13 +85,20 @@ describe("the gloo device thread's CPUs", () => {
     }
   })
 
-  it("refuses what is not a CPU list, and CPUs the process may not use, saying which it may", async () => {
+  it("refuses what is not a CPU list, and CPUs the process may not use, as an invalid setting that says which it may", async () => {
+    const invalid = (value: string, accepts: string) => ({
+      code: "setting",
+      message: `TENSORLANE_GLOO_DEVICE_CPUS must be ${accepts}, got "${value}"`,
+      variable: "TENSORLANE_GLOO_DEVICE_CPUS",
+      value,
+      accepts,
+    })
     for (const bad of ["x", "1-", "3-1", ",", "99999", "ALL"]) {
       const { error } = await openDevice(bad)
-      expect(error, bad).toEqual({ code: "usage", message: `TENSORLANE_GLOO_DEVICE_CPUS="${bad}" is neither a list of CPUs (like 1 or 0,2-3) nor all` })
+      expect(error, bad).toEqual(invalid(bad, "a list of CPUs (like 1 or 0,2-3), or all"))
     }
     const { error, threads } = await openDevice("1023")
-    expect(error).toEqual({ code: "usage", message: `TENSORLANE_GLOO_DEVICE_CPUS="1023" names no CPU this process may run on (it may run on ${all})` })
+    expect(error).toEqual(invalid("1023", `CPUs this process may run on (${all}), or all`))
     expect(new Set(threads)).toEqual(new Set([all]))
   })
 

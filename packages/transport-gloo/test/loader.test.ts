@@ -10,13 +10,31 @@ import { afterAll, describe, expect, it } from "vitest"
 import type { GlooStatus } from "../src/glooStatus.ts"
 import { inFreshProcess } from "./fixtures/freshProcess.ts"
 
+/** What glooStatus() returned, or the facts of the error it threw. */
+type Outcome =
+  | { readonly status: GlooStatus }
+  | { readonly error: { readonly tag: string; readonly message: string; readonly library: string; readonly tried: ReadonlyArray<string>; readonly fix: string } }
+
 const built = fileURLToPath(new URL("../build/Release/tensorlane_gloo.node", import.meta.url))
 const scratch = fs.mkdtempSync(join(os.tmpdir(), "gloo-loader-"))
 
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }))
 
-const statusWith = (addon: string | undefined): Promise<GlooStatus> =>
-  inFreshProcess(`const { glooStatus } = await import("@tensorlane/transport-gloo"); console.log(JSON.stringify(glooStatus()))`, "TENSORLANE_GLOO_ADDON", addon)
+const statusWith = (addon: string | undefined): Promise<Outcome> =>
+  inFreshProcess(
+    `const { glooStatus } = await import("@tensorlane/transport-gloo")
+     try { console.log(JSON.stringify({ status: glooStatus() })) }
+     catch (e) { console.log(JSON.stringify({ error: { tag: e._tag, message: e.message, library: e.library, tried: e.tried, fix: e.fix } })) }`,
+    "TENSORLANE_GLOO_ADDON",
+    addon,
+  )
+
+/** The NativeLibraryError glooStatus() threw (fails the test when it returned). */
+const refusal = (outcome: Outcome) => {
+  if (!("error" in outcome)) throw new Error(`glooStatus() returned ${JSON.stringify(outcome.status)}`)
+  expect(outcome.error.tag).toBe("NativeLibraryError")
+  return outcome.error
+}
 
 /** A copy of the addon whose dependency on libgloo.so.0 names libgloo.so.9, which no machine has. */
 const withoutLibgloo = (): string => {
@@ -32,33 +50,29 @@ const withoutLibgloo = (): string => {
 
 describe("the gloo addon's loader", () => {
   it("loads the package's own build by default", async () => {
-    const status = await statusWith(undefined)
-    expect(status).toMatchObject({ ready: true, addon: built })
-    expect(status.error).toBeUndefined()
-    expect(status.library).toMatch(/libgloo\.so/)
+    const outcome = await statusWith(undefined)
+    expect(outcome).toMatchObject({ status: { addon: built, library: expect.stringMatching(/libgloo\.so/) } })
   })
 
   it("takes TENSORLANE_GLOO_ADDON as the only candidate, and says so when it names nothing", async () => {
     const missing = join(scratch, "nowhere", "tensorlane_gloo.node")
-    const status = await statusWith(missing)
-    expect(status.ready).toBe(false)
-    expect(status.addon).toEqual([missing])
-    expect(status.error).toBe(
+    const error = refusal(await statusWith(missing))
+    expect(error.tried).toEqual([missing])
+    expect(error.message).toBe(
       `TENSORLANE_GLOO_ADDON names ${missing}, which does not exist: point it at a built tensorlane_gloo.node, or unset it to use the package's own build (npm run build:native -w @tensorlane/transport-gloo (needs libgloo-dev: sudo apt-get install libgloo-dev), or bash tools/setup.sh)`,
     )
   })
 
   it("names libgloo, what dlopen said and the fix when the library is missing", async () => {
-    const status = await statusWith(withoutLibgloo())
-    expect(status.ready).toBe(false)
-    expect(status.error).toMatch(/^libgloo\.so\.0 \(Gloo, Debian package libgloo0 from libgloo-dev\) cannot be loaded by the gloo addon: .*libgloo\.so\.9: cannot open shared object file.*Fix: sudo apt-get install libgloo-dev/)
+    const error = refusal(await statusWith(withoutLibgloo()))
+    expect(error.library).toBe("libgloo.so.0")
+    expect(error.message).toMatch(/^libgloo\.so\.0 \(Gloo, Debian package libgloo0 from libgloo-dev\) cannot be loaded by the gloo addon: .*libgloo\.so\.9: cannot open shared object file.*Fix: sudo apt-get install libgloo-dev/)
   })
 
   it("says a file that is no addon cannot be loaded, and how to rebuild", async () => {
     const garbage = join(scratch, "garbage.node")
     fs.writeFileSync(garbage, "not an ELF file")
-    const status = await statusWith(garbage)
-    expect(status.ready).toBe(false)
-    expect(status.error).toMatch(new RegExp(`^the @tensorlane/transport-gloo addon cannot be loaded: ${garbage}: .*Rebuild it: npm run build:native`))
+    const error = refusal(await statusWith(garbage))
+    expect(error.message).toMatch(new RegExp(`^the @tensorlane/transport-gloo addon cannot be loaded: ${garbage}: .*Rebuild it: npm run build:native`))
   })
 })

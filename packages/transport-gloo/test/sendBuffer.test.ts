@@ -53,17 +53,24 @@ describe("the send buffer of a group's sockets", () => {
     for (const bytes of apart) expect(bytes).not.toBe(granted(DEFAULT_BYTES))
   })
 
-  it("refuses a value that is neither a byte count nor kernel when a group is created", async () => {
+  it("refuses a value that is neither a byte count nor kernel when a group is created, as an invalid setting", async () => {
+    const accepts = "a byte count from 1 to 2147483647, or kernel"
     for (const bad of ["12x", "0", "-5", "4294967296", "512KiB"]) {
-      const error = await inFreshProcess<{ code: string; message: string } | null>(
+      const error = await inFreshProcess<Record<string, string> | null>(
         `const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
          let error = null
-         try { new (loadGlooAddon().addon.Group)(0, 1, 30000).destroy() } catch (e) { error = { code: e.code, message: e.message } }
+         try { new (loadGlooAddon().addon.Group)(0, 1, 30000).destroy() } catch (e) { error = { code: e.code, message: e.message, variable: e.variable, value: e.value, accepts: e.accepts } }
          console.log(JSON.stringify(error))`,
         "TENSORLANE_GLOO_SEND_BUFFER",
         bad,
       )
-      expect(error, bad).toEqual({ code: "usage", message: `TENSORLANE_GLOO_SEND_BUFFER="${bad}" is neither a byte count (like 524288) nor kernel` })
+      expect(error, bad).toEqual({
+        code: "setting",
+        message: `TENSORLANE_GLOO_SEND_BUFFER must be ${accepts}, got "${bad}"`,
+        variable: "TENSORLANE_GLOO_SEND_BUFFER",
+        value: bad,
+        accepts,
+      })
     }
   })
 })

@@ -6,8 +6,7 @@
 import { type Allocator, Tensor } from "@tensorlane/core"
 import { type GroupSetup, type TensorMeta, nextStorageId } from "@tensorlane/core/plugin"
 import { afterEach, describe, expect, it, vi } from "vitest"
-import { gloo, glooStatus } from "../src/index.ts"
-import { loadAddon } from "../src/internal/loadAddon.ts"
+import { gloo, glooStatus, loadGlooAddon } from "../src/index.ts"
 import { rejection } from "../../core/test/helpers/errors.ts"
 
 const meta = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: t.shape, device: t.device, nbytes: t.nbytes })
@@ -71,12 +70,15 @@ describe("gloo transport", () => {
     })
     expect(gloo.inspect!()).toEqual({ registrations: [] })
     const status = glooStatus()
-    expect(status.ready).toBe(true)
     expect(status.library).toMatch(/libgloo\.so/)
+    expect(status.details).toEqual([
+      ["gloo", `${status.glooVersion} at ${status.library}`],
+      ["addon", status.addon],
+    ])
   })
 
   it("publishes connected groups by name: another thread's handle receives through them, cannot destroy them, and loses them with the group", async () => {
-    const { Group } = loadAddon().addon
+    const { Group } = loadGlooAddon().addon
     expect(Group.attach("shared/1")).toBeUndefined()
     await createLocal("shared", 2)
     const handle = Group.attach("shared/1")!
@@ -135,6 +137,17 @@ describe("gloo transport", () => {
     )
     await gloo.destroyGroup!("abort/1")
     expect(gloo.inspect!().registrations).toEqual([])
+  })
+
+  it("a wait limit TENSORLANE_GLOO_WAIT_TIMEOUT_MS does not accept is an InvalidSettingError, and the group still works", async () => {
+    await createLocal("setting", 2)
+    process.env.TENSORLANE_GLOO_WAIT_TIMEOUT_MS = "1h"
+    const error = await failureOf(transfer("setting", "x", [Tensor.ones([4])], [Tensor.zeros([4])]))
+    expect(error).toMatchObject({ _tag: "InvalidSettingError", variable: "TENSORLANE_GLOO_WAIT_TIMEOUT_MS", value: "1h" })
+    delete process.env.TENSORLANE_GLOO_WAIT_TIMEOUT_MS
+    const out = [Tensor.zeros([4])]
+    await transfer("setting", "y", [Tensor.ones([4])], out)
+    expect(out[0].sum()).toBe(4)
   })
 
   it("a gloo timeout is a TimeoutError; the broken group then fails fast saying to re-create it", async () => {

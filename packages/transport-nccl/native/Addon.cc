@@ -3,55 +3,21 @@
 // communicators' threads; CUDA allocations and copies are synchronous calls on the calling thread.
 #include "Communicator.h"
 #include "CudaRuntime.h"
-#include "Failure.h"
 #include "NcclLibrary.h"
-#include "Settler.h"
+
+#include <tensorlane/Arguments.h>
+#include <tensorlane/Settler.h>
 
 #include <napi.h>
 
-#include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
-namespace tlnccl {
+namespace tensorlane::nccl {
 
 namespace {
-
-std::string toString(const Napi::Value& value, const std::string& what) {
-  if (!value.IsString()) throw Failure(FailureCode::Usage, what + " must be a string");
-  return value.As<Napi::String>().Utf8Value();
-}
-
-int64_t toInteger(const Napi::Value& value, const std::string& what, int64_t min, int64_t max) {
-  if (!value.IsNumber()) throw Failure(FailureCode::Usage, what + " must be a number");
-  const double d = value.As<Napi::Number>().DoubleValue();
-  if (!std::isfinite(d) || d != std::floor(d) || d < static_cast<double>(min) || d > static_cast<double>(max)) {
-    throw Failure(FailureCode::Usage, what + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
-  }
-  return static_cast<int64_t>(d);
-}
-
-constexpr int64_t kMaxSafe = 9007199254740991LL;
-
-uintptr_t toAddress(const Napi::Value& value, const std::string& what) {
-  if (!value.IsBigInt()) throw Failure(FailureCode::Usage, what + " must be a bigint");
-  bool lossless = false;
-  const uint64_t out = value.As<Napi::BigInt>().Uint64Value(&lossless);
-  if (!lossless) throw Failure(FailureCode::Usage, what + " is not an unsigned 64-bit address");
-  return static_cast<uintptr_t>(out);
-}
-
-std::chrono::milliseconds toTimeout(const Napi::Value& value) {
-  return std::chrono::milliseconds(toInteger(value, "timeoutMs", 1, kMaxSafe));
-}
-
-Napi::Uint8Array toBytes(const Napi::Value& value, const std::string& what) {
-  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-    throw Failure(FailureCode::Usage, what + " must be a Uint8Array");
-  }
-  return value.As<Napi::Uint8Array>();
-}
 
 std::vector<DeviceBuffer> toBuffers(const Napi::Value& value) {
   if (!value.IsArray()) throw Failure(FailureCode::Usage, "buffers must be an array");
@@ -62,9 +28,9 @@ std::vector<DeviceBuffer> toBuffers(const Napi::Value& value) {
     if (!array.Get(i).IsObject()) throw Failure(FailureCode::Usage, where + " must be an object");
     Napi::Object b = array.Get(i).As<Napi::Object>();
     DeviceBuffer buffer;
-    buffer.address = toAddress(b.Get("address"), where + ".address");
-    buffer.count = static_cast<size_t>(toInteger(b.Get("count"), where + ".count", 0, kMaxSafe));
-    buffer.dtype = static_cast<ncclDataType_t>(toInteger(b.Get("dtype"), where + ".dtype", ncclInt8, ncclFloat8e5m2));
+    buffer.address = addressArg(b.Get("address"), where + ".address");
+    buffer.count = static_cast<size_t>(sizeArg(b.Get("count"), where + ".count"));
+    buffer.dtype = static_cast<ncclDataType_t>(integerArg(b.Get("dtype"), where + ".dtype", ncclInt8, ncclFloat8e5m2));
     if (buffer.count > 0 && buffer.address == 0) throw Failure(FailureCode::Usage, where + " has a null address");
     out.push_back(buffer);
   }
@@ -79,13 +45,18 @@ Napi::Object operation(Napi::Env env, const std::shared_ptr<Communicator>& comm,
   return handle;
 }
 
-/** Posts `body` to the communicator's thread; its result (or failure) settles the returned settler. */
+/**
+ * Posts `body` to the communicator's thread; its result (undefined, or a BigInt) or failure settles
+ * the returned settler. NCCL writes device memory only, so the teardown of the environment does
+ * not wait for the body.
+ */
 template <typename F>
 std::shared_ptr<Settler> postTo(Napi::Env env, const std::shared_ptr<Communicator>& comm, F body) {
   auto settler = Settler::create(env);
   comm->post([settler, body]() mutable {
     try {
-      settler->resolve(body());
+      const std::optional<uint64_t> value = body();
+      settler->resolve([value](Napi::Env env) { return value.has_value() ? Napi::Value(Napi::BigInt::New(env, *value)) : env.Undefined(); });
     } catch (const Failure& f) {
       settler->reject(f);
     } catch (const std::exception& e) {
@@ -97,7 +68,7 @@ std::shared_ptr<Settler> postTo(Napi::Env env, const std::shared_ptr<Communicato
 
 Napi::Value LoadNccl(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    NcclLibrary& nccl = NcclLibrary::load(toString(info[0], "path"));
+    NcclLibrary& nccl = NcclLibrary::load(stringArg(info[0], "path"));
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("path", NcclLibrary::loadedPath());
     out.Set("version", nccl.version);
@@ -107,7 +78,7 @@ Napi::Value LoadNccl(const Napi::CallbackInfo& info) {
 
 Napi::Value LoadCudart(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    CudaRuntime::load(toString(info[0], "path"));
+    CudaRuntime::load(stringArg(info[0], "path"));
     return Napi::String::New(info.Env(), CudaRuntime::loadedPath());
   });
 }
@@ -149,12 +120,12 @@ Napi::Value ProbeDevices(const Napi::CallbackInfo& info) {
   });
 }
 
-int deviceArg(const Napi::Value& value) { return static_cast<int>(toInteger(value, "device", 0, 1 << 20)); }
+int deviceArg(const Napi::Value& value) { return static_cast<int>(integerArg(value, "device", 0, 1 << 20)); }
 
 Napi::Value DeviceAlloc(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
-    const size_t bytes = static_cast<size_t>(toInteger(info[1], "byteLength", 0, kMaxSafe));
+    const size_t bytes = static_cast<size_t>(sizeArg(info[1], "byteLength"));
     const bool viaNccl = info[2].ToBoolean().Value();
     CudaRuntime& cuda = CudaRuntime::get();
     cuda.useDevice(device);
@@ -174,7 +145,7 @@ Napi::Value DeviceAlloc(const Napi::CallbackInfo& info) {
 Napi::Value DeviceFree(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
-    void* ptr = reinterpret_cast<void*>(toAddress(info[1], "address"));
+    void* ptr = reinterpret_cast<void*>(addressArg(info[1], "address"));
     const bool viaNccl = info[2].ToBoolean().Value();
     CudaRuntime& cuda = CudaRuntime::get();
     cuda.useDevice(device);
@@ -192,8 +163,8 @@ Napi::Value DeviceFree(const Napi::CallbackInfo& info) {
 Napi::Value CopyToDevice(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
-    void* dst = reinterpret_cast<void*>(toAddress(info[1], "destination"));
-    Napi::Uint8Array src = toBytes(info[2], "source");
+    void* dst = reinterpret_cast<void*>(addressArg(info[1], "destination"));
+    Napi::Uint8Array src = bytesArg(info[2], "source");
     CudaRuntime& cuda = CudaRuntime::get();
     cuda.useDevice(device);
     cuda.check(cuda.memcpy(dst, src.Data(), src.ByteLength(), cudaMemcpyHostToDevice), "cudaMemcpy host to device");
@@ -204,8 +175,8 @@ Napi::Value CopyToDevice(const Napi::CallbackInfo& info) {
 Napi::Value CopyToHost(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
-    Napi::Uint8Array dst = toBytes(info[1], "destination");
-    const void* src = reinterpret_cast<const void*>(toAddress(info[2], "source"));
+    Napi::Uint8Array dst = bytesArg(info[1], "destination");
+    const void* src = reinterpret_cast<const void*>(addressArg(info[2], "source"));
     CudaRuntime& cuda = CudaRuntime::get();
     cuda.useDevice(device);
     cuda.check(cuda.memcpy(dst.Data(), src, dst.ByteLength(), cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
@@ -216,9 +187,9 @@ Napi::Value CopyToHost(const Napi::CallbackInfo& info) {
 Napi::Value CopyOnDevice(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
     const int device = deviceArg(info[0]);
-    void* dst = reinterpret_cast<void*>(toAddress(info[1], "destination"));
-    const void* src = reinterpret_cast<const void*>(toAddress(info[2], "source"));
-    const size_t bytes = static_cast<size_t>(toInteger(info[3], "byteLength", 0, kMaxSafe));
+    void* dst = reinterpret_cast<void*>(addressArg(info[1], "destination"));
+    const void* src = reinterpret_cast<const void*>(addressArg(info[2], "source"));
+    const size_t bytes = static_cast<size_t>(sizeArg(info[3], "byteLength"));
     CudaRuntime& cuda = CudaRuntime::get();
     cuda.useDevice(device);
     cuda.check(cuda.memcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy device to device");
@@ -228,18 +199,18 @@ Napi::Value CopyOnDevice(const Napi::CallbackInfo& info) {
 
 Napi::Value CreateCommunicator(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const std::string name = toString(info[0], "group");
-    const int rank = static_cast<int>(toInteger(info[1], "rank", 0, 1 << 24));
-    const int size = static_cast<int>(toInteger(info[2], "size", 1, 1 << 24));
+    const std::string name = stringArg(info[0], "group");
+    const int rank = static_cast<int>(integerArg(info[1], "rank", 0, 1 << 24));
+    const int size = static_cast<int>(integerArg(info[2], "size", 1, 1 << 24));
     if (rank >= size) throw Failure(FailureCode::Usage, "rank must be below size");
     const int device = deviceArg(info[3]);
-    Napi::Uint8Array bytes = toBytes(info[4], "unique id");
+    Napi::Uint8Array bytes = bytesArg(info[4], "unique id");
     if (bytes.ByteLength() != sizeof(ncclUniqueId)) {
       throw Failure(FailureCode::Usage, "an ncclUniqueId has " + std::to_string(sizeof(ncclUniqueId)) + " bytes, got " + std::to_string(bytes.ByteLength()));
     }
     ncclUniqueId id;
     std::memcpy(&id, bytes.Data(), sizeof(id));
-    const auto timeout = toTimeout(info[5]);
+    const auto timeout = timeoutArg(info[5]);
     auto comm = Communicator::create(name, rank, size, device);
     auto settler = postTo(info.Env(), comm, [comm, id, timeout]() -> std::optional<uint64_t> {
       comm->init(id, timeout);
@@ -251,8 +222,8 @@ Napi::Value CreateCommunicator(const Napi::CallbackInfo& info) {
 
 Napi::Value DestroyCommunicator(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
-    const auto timeout = toTimeout(info[1]);
+    auto comm = Communicator::find(stringArg(info[0], "group"));
+    const auto timeout = timeoutArg(info[1]);
     return postTo(info.Env(), comm, [comm, timeout]() -> std::optional<uint64_t> {
              comm->destroy(timeout);
              return std::nullopt;
@@ -263,8 +234,8 @@ Napi::Value DestroyCommunicator(const Napi::CallbackInfo& info) {
 
 Napi::Value AbortCommunicator(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
-    const std::string reason = toString(info[1], "reason");
+    auto comm = Communicator::find(stringArg(info[0], "group"));
+    const std::string reason = stringArg(info[1], "reason");
     return postTo(info.Env(), comm, [comm, reason]() -> std::optional<uint64_t> {
              comm->abort(reason);
              return std::nullopt;
@@ -296,11 +267,11 @@ Napi::Value Communicators(const Napi::CallbackInfo& info) {
 
 Napi::Value Transfer(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
-    const int peer = static_cast<int>(toInteger(info[1], "peer", 0, 1 << 24));
+    auto comm = Communicator::find(stringArg(info[0], "group"));
+    const int peer = static_cast<int>(integerArg(info[1], "peer", 0, 1 << 24));
     const bool send = info[2].ToBoolean().Value();
     auto buffers = toBuffers(info[3]);
-    const auto timeout = toTimeout(info[4]);
+    const auto timeout = timeoutArg(info[4]);
     auto settler = postTo(info.Env(), comm, [comm, peer, send, buffers, timeout]() -> std::optional<uint64_t> {
       comm->transfer(peer, send, buffers, timeout);
       return std::nullopt;
@@ -311,10 +282,10 @@ Napi::Value Transfer(const Napi::CallbackInfo& info) {
 
 Napi::Value AllReduce(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
+    auto comm = Communicator::find(stringArg(info[0], "group"));
     auto buffers = toBuffers(info[1]);
-    const auto op = static_cast<ncclRedOp_t>(toInteger(info[2], "op", ncclSum, ncclAvg));
-    const auto timeout = toTimeout(info[3]);
+    const auto op = static_cast<ncclRedOp_t>(integerArg(info[2], "op", ncclSum, ncclAvg));
+    const auto timeout = timeoutArg(info[3]);
     auto settler = postTo(info.Env(), comm, [comm, buffers, op, timeout]() -> std::optional<uint64_t> {
       comm->allReduce(buffers, op, timeout);
       return std::nullopt;
@@ -325,10 +296,10 @@ Napi::Value AllReduce(const Napi::CallbackInfo& info) {
 
 Napi::Value Broadcast(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
+    auto comm = Communicator::find(stringArg(info[0], "group"));
     auto buffers = toBuffers(info[1]);
-    const int root = static_cast<int>(toInteger(info[2], "root", 0, 1 << 24));
-    const auto timeout = toTimeout(info[3]);
+    const int root = static_cast<int>(integerArg(info[2], "root", 0, 1 << 24));
+    const auto timeout = timeoutArg(info[3]);
     auto settler = postTo(info.Env(), comm, [comm, buffers, root, timeout]() -> std::optional<uint64_t> {
       comm->broadcast(buffers, root, timeout);
       return std::nullopt;
@@ -339,10 +310,10 @@ Napi::Value Broadcast(const Napi::CallbackInfo& info) {
 
 Napi::Value Register(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
-    const uintptr_t address = toAddress(info[1], "address");
-    const size_t bytes = static_cast<size_t>(toInteger(info[2], "byteLength", 1, kMaxSafe));
-    const auto timeout = toTimeout(info[3]);
+    auto comm = Communicator::find(stringArg(info[0], "group"));
+    const uintptr_t address = addressArg(info[1], "address");
+    const size_t bytes = static_cast<size_t>(integerArg(info[2], "byteLength", 1, kMaxSafeInteger));
+    const auto timeout = timeoutArg(info[3]);
     return postTo(info.Env(), comm, [comm, address, bytes, timeout]() -> std::optional<uint64_t> {
              return comm->registerBuffer(address, bytes, timeout);
            })
@@ -352,9 +323,9 @@ Napi::Value Register(const Napi::CallbackInfo& info) {
 
 Napi::Value Deregister(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
-    const uintptr_t handle = toAddress(info[1], "handle");
-    const auto timeout = toTimeout(info[2]);
+    auto comm = Communicator::find(stringArg(info[0], "group"));
+    const uintptr_t handle = addressArg(info[1], "handle");
+    const auto timeout = timeoutArg(info[2]);
     return postTo(info.Env(), comm, [comm, handle, timeout]() -> std::optional<uint64_t> {
              comm->deregisterBuffer(handle, timeout);
              return std::nullopt;
@@ -365,11 +336,11 @@ Napi::Value Deregister(const Napi::CallbackInfo& info) {
 
 Napi::Value RegisterWindow(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
-    const uintptr_t address = toAddress(info[1], "address");
-    const size_t bytes = static_cast<size_t>(toInteger(info[2], "byteLength", 1, kMaxSafe));
+    auto comm = Communicator::find(stringArg(info[0], "group"));
+    const uintptr_t address = addressArg(info[1], "address");
+    const size_t bytes = static_cast<size_t>(integerArg(info[2], "byteLength", 1, kMaxSafeInteger));
     const int flags = info[3].ToBoolean().Value() ? TL_NCCL_WIN_COLL_SYMMETRIC : TL_NCCL_WIN_DEFAULT;
-    const auto timeout = toTimeout(info[4]);
+    const auto timeout = timeoutArg(info[4]);
     return postTo(info.Env(), comm, [comm, address, bytes, flags, timeout]() -> std::optional<uint64_t> {
              return comm->registerWindow(address, bytes, flags, timeout);
            })
@@ -379,9 +350,9 @@ Napi::Value RegisterWindow(const Napi::CallbackInfo& info) {
 
 Napi::Value DeregisterWindow(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    auto comm = Communicator::find(toString(info[0], "group"));
-    const uintptr_t handle = toAddress(info[1], "window");
-    const auto timeout = toTimeout(info[2]);
+    auto comm = Communicator::find(stringArg(info[0], "group"));
+    const uintptr_t handle = addressArg(info[1], "window");
+    const auto timeout = timeoutArg(info[2]);
     return postTo(info.Env(), comm, [comm, handle, timeout]() -> std::optional<uint64_t> {
              comm->deregisterWindow(handle, timeout);
              return std::nullopt;
@@ -417,8 +388,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
 }  // namespace
 
-}  // namespace tlnccl
+}  // namespace tensorlane::nccl
 
-static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return tlnccl::Init(env, exports); }
+static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return tensorlane::nccl::Init(env, exports); }
 
 NODE_API_MODULE(tensorlane_nccl, InitAddon)

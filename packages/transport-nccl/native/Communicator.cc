@@ -1,13 +1,14 @@
 #include "Communicator.h"
 
 #include "CudaRuntime.h"
-#include "Failure.h"
 #include "NcclLibrary.h"
+
+#include <tensorlane/Failure.h>
 
 #include <algorithm>
 #include <thread>
 
-namespace tlnccl {
+namespace tensorlane::nccl {
 
 namespace {
 
@@ -359,4 +360,4 @@ void Communicator::destroy(std::chrono::milliseconds timeout) {
   if (!failure.empty()) throw Failure(FailureCode::Nccl, "destroying the NCCL communicator of group \"" + name_ + "\": " + failure);
 }
 
-}  // namespace tlnccl
+}  // namespace tensorlane::nccl

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace tlnccl {
+namespace tensorlane::nccl {
 
 /** A device memory range of an operation. */
 struct DeviceBuffer {
@@ -121,4 +121,4 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::atomic<bool> abortRequested_{false};
 };
 
-}  // namespace tlnccl
+}  // namespace tensorlane::nccl

@@ -1,29 +1,13 @@
 #include "CudaRuntime.h"
 
-#include "DynamicLibrary.h"
-#include "Failure.h"
-
+#include <memory>
 #include <mutex>
 
-namespace tlnccl {
+namespace tensorlane::nccl {
 
-namespace {
-
-std::mutex gMutex;
-CudaRuntime* gRuntime = nullptr;
-
-}  // namespace
-
-CudaRuntime& CudaRuntime::load(const std::string& path) {
-  std::lock_guard<std::mutex> lock(gMutex);
-  if (gRuntime != nullptr) {
-    if (gRuntime->path_ != path) {
-      throw Failure(FailureCode::Usage, "the CUDA runtime is already loaded from " + gRuntime->path_ + ", cannot load " + path + " as well");
-    }
-    return *gRuntime;
-  }
+CudaRuntime* CudaRuntime::open(const std::string& path) {
   DynamicLibrary lib(path);
-  auto* cuda = new CudaRuntime();
+  auto cuda = std::make_unique<CudaRuntime>();
   lib.require(cuda->getDeviceCount, "cudaGetDeviceCount");
   lib.require(cuda->setDevice, "cudaSetDevice");
   lib.require(cuda->driverGetVersion, "cudaDriverGetVersion");
@@ -36,26 +20,8 @@ CudaRuntime& CudaRuntime::load(const std::string& path) {
   lib.require(cuda->streamCreateWithFlags, "cudaStreamCreateWithFlags");
   lib.require(cuda->streamQuery, "cudaStreamQuery");
   lib.require(cuda->streamDestroy, "cudaStreamDestroy");
-  try {
-    lib.check("a CUDA runtime (libcudart.so.12)");
-  } catch (...) {
-    delete cuda;
-    throw;
-  }
-  cuda->path_ = path;
-  gRuntime = cuda;
-  return *gRuntime;
-}
-
-CudaRuntime& CudaRuntime::get() {
-  std::lock_guard<std::mutex> lock(gMutex);
-  if (gRuntime == nullptr) throw Failure(FailureCode::Library, "the CUDA runtime is not loaded");
-  return *gRuntime;
-}
-
-std::string CudaRuntime::loadedPath() {
-  std::lock_guard<std::mutex> lock(gMutex);
-  return gRuntime == nullptr ? std::string() : gRuntime->path_;
+  lib.check("a CUDA runtime (libcudart.so.12)");
+  return cuda.release();
 }
 
 DeviceProbe CudaRuntime::probe() const {
@@ -105,4 +71,4 @@ void CudaRuntime::check(cudaError_t error, const std::string& what) const {
   throw Failure(FailureCode::Cuda, what + " failed: " + (text != nullptr ? text : "cuda error " + std::to_string(error)));
 }
 
-}  // namespace tlnccl
+}  // namespace tensorlane::nccl

@@ -1,12 +1,14 @@
-// The CUDA runtime (libcudart.so.12), dlopened once per process like NcclLibrary. Device memory of
+// The CUDA runtime (libcudart.so.12), loaded once per process like NcclLibrary. Device memory of
 // tensors comes from it, and every NCCL operation runs on one of its streams.
 #pragma once
 
 #include "NcclApi.h"
 
+#include <tensorlane/DynamicLibrary.h>
+
 #include <string>
 
-namespace tlnccl {
+namespace tensorlane::nccl {
 
 /** What the runtime says about this machine's GPUs. */
 struct DeviceProbe {
@@ -18,8 +20,10 @@ struct DeviceProbe {
   std::string errorText;
 };
 
-class CudaRuntime {
+class CudaRuntime : public ProcessLibrary<CudaRuntime> {
  public:
+  static constexpr const char* kName = "the CUDA runtime";
+
   cudaGetDeviceCount_fn getDeviceCount = nullptr;
   cudaSetDevice_fn setDevice = nullptr;
   cudaDriverGetVersion_fn driverGetVersion = nullptr;
@@ -33,9 +37,8 @@ class CudaRuntime {
   cudaStreamQuery_fn streamQuery = nullptr;
   cudaStreamDestroy_fn streamDestroy = nullptr;
 
-  static CudaRuntime& load(const std::string& path);
-  static CudaRuntime& get();
-  static std::string loadedPath();
+  /** Opens `path` with every entry point (ProcessLibrary::load calls it once per process). */
+  static CudaRuntime* open(const std::string& path);
 
   DeviceProbe probe() const;
 
@@ -53,8 +56,6 @@ class CudaRuntime {
 
  private:
   DeviceProbe probeNow() const;
-
-  std::string path_;
 };
 
-}  // namespace tlnccl
+}  // namespace tensorlane::nccl

@@ -1,30 +1,12 @@
 #include "NcclLibrary.h"
 
-#include "DynamicLibrary.h"
-#include "Failure.h"
+#include <memory>
 
-#include <mutex>
+namespace tensorlane::nccl {
 
-namespace tlnccl {
-
-namespace {
-
-// Shared by every thread of the process; never unloaded (NCCL's proxy threads outlive any addon instance).
-std::mutex gMutex;
-NcclLibrary* gLibrary = nullptr;
-
-}  // namespace
-
-NcclLibrary& NcclLibrary::load(const std::string& path) {
-  std::lock_guard<std::mutex> lock(gMutex);
-  if (gLibrary != nullptr) {
-    if (gLibrary->path_ != path) {
-      throw Failure(FailureCode::Usage, "libnccl.so.2 is already loaded from " + gLibrary->path_ + ", cannot load " + path + " as well");
-    }
-    return *gLibrary;
-  }
+NcclLibrary* NcclLibrary::open(const std::string& path) {
   DynamicLibrary lib(path);
-  auto* nccl = new NcclLibrary();
+  auto nccl = std::make_unique<NcclLibrary>();
   lib.require(nccl->getVersion, "ncclGetVersion");
   lib.require(nccl->getUniqueId, "ncclGetUniqueId");
   lib.require(nccl->getErrorString, "ncclGetErrorString");
@@ -46,27 +28,9 @@ NcclLibrary& NcclLibrary::load(const std::string& path) {
   lib.optional(nccl->memFree, "ncclMemFree");
   lib.optional(nccl->commWindowRegister, "ncclCommWindowRegister");
   lib.optional(nccl->commWindowDeregister, "ncclCommWindowDeregister");
-  try {
-    lib.check("NCCL >= 2.14 (nonblocking communicators need ncclCommInitRankConfig)");
-  } catch (...) {
-    delete nccl;
-    throw;
-  }
+  lib.check("NCCL >= 2.14 (nonblocking communicators need ncclCommInitRankConfig)");
   if (nccl->getVersion(&nccl->version) != ncclSuccess) nccl->version = 0;
-  nccl->path_ = path;
-  gLibrary = nccl;
-  return *gLibrary;
-}
-
-NcclLibrary& NcclLibrary::get() {
-  std::lock_guard<std::mutex> lock(gMutex);
-  if (gLibrary == nullptr) throw Failure(FailureCode::Library, "libnccl.so.2 is not loaded");
-  return *gLibrary;
-}
-
-std::string NcclLibrary::loadedPath() {
-  std::lock_guard<std::mutex> lock(gMutex);
-  return gLibrary == nullptr ? std::string() : gLibrary->path_;
+  return nccl.release();
 }
 
 std::string NcclLibrary::describe(ncclResult_t result, ncclComm_t comm) const {
@@ -80,4 +44,4 @@ std::string NcclLibrary::describe(ncclResult_t result, ncclComm_t comm) const {
   return out;
 }
 
-}  // namespace tlnccl
+}  // namespace tensorlane::nccl

@@ -1,16 +1,20 @@
-// libnccl.so.2, dlopened once per process (every JS thread's addon instance shares it) with the
-// entry points this addon uses. Functions of later NCCL versions are optional: null when the
+// libnccl.so.2, loaded once per process (a ProcessLibrary, which every JS thread's addon instance
+// shares) with the entry points this addon uses. Functions of later NCCL versions are optional: null when the
 // loaded library predates them, and their features are refused with a version failure.
 #pragma once
 
 #include "NcclApi.h"
 
+#include <tensorlane/DynamicLibrary.h>
+
 #include <string>
 
-namespace tlnccl {
+namespace tensorlane::nccl {
 
-class NcclLibrary {
+class NcclLibrary : public ProcessLibrary<NcclLibrary> {
  public:
+  static constexpr const char* kName = "libnccl.so.2";
+
   ncclGetVersion_fn getVersion = nullptr;
   ncclGetUniqueId_fn getUniqueId = nullptr;
   ncclGetErrorString_fn getErrorString = nullptr;
@@ -36,18 +40,11 @@ class NcclLibrary {
   /** ncclGetVersion's code (major * 10000 + minor * 100 + patch). */
   int version = 0;
 
-  /** Loads `path` once per process; the same path again is a no-op, another path a usage failure. */
-  static NcclLibrary& load(const std::string& path);
-  /** The loaded library; a Library failure before load(). */
-  static NcclLibrary& get();
-  /** Path of the loaded library, or "" before load(). */
-  static std::string loadedPath();
+  /** Opens `path` with every entry point (ProcessLibrary::load calls it once per process). */
+  static NcclLibrary* open(const std::string& path);
 
   /** "ncclInvalidUsage: <NCCL's string> (<last error>)" for messages. */
   std::string describe(ncclResult_t result, ncclComm_t comm = nullptr) const;
-
- private:
-  std::string path_;
 };
 
-}  // namespace tlnccl
+}  // namespace tensorlane::nccl

@@ -21,6 +21,7 @@ import {
   TransferError,
 } from "@tensorlane/core"
 import { defineTransport } from "@tensorlane/core/plugin"
+import { integerSetting, readSetting, timeoutSetting } from "@tensorlane/core/native"
 import type { NativeBuffer, NativeOperation, NcclAddon } from "./AddonTypes.js"
 import { NCCL_BYTES, ncclReduceOp, reductionType } from "./NcclDTypes.js"
 import type { NcclVersion } from "./NcclVersion.js"
@@ -30,26 +31,16 @@ import { tensorAddress } from "./internal/memory.js"
 import "./CudaAllocator.js"
 
 const UNIQUE_ID_BYTES = 128
-const DEFAULT_WAIT_TIMEOUT_MS = 60 * 60 * 1000
 const DEFAULT_SETUP_TIMEOUT_MS = 120_000
 
-const positiveEnv = (name: string, fallback: number): number => {
-  const configured = Number(process.env[name])
-  return Number.isFinite(configured) && configured > 0 ? configured : fallback
-}
-
 /** The backstop of every NCCL wait; the runtime's AbortSignal carries a transfer's real timeout. */
-const waitTimeoutMs = (): number => positiveEnv("TENSORLANE_NCCL_WAIT_TIMEOUT_MS", DEFAULT_WAIT_TIMEOUT_MS)
+const WAIT_TIMEOUT_MS = timeoutSetting("TENSORLANE_NCCL_WAIT_TIMEOUT_MS", 60 * 60 * 1000)
+const DESTROY_TIMEOUT_MS = timeoutSetting("TENSORLANE_NCCL_DESTROY_TIMEOUT_MS", 30_000)
+/** The CUDA ordinal of this process's communicators. */
+const DEVICE = integerSetting("TENSORLANE_NCCL_DEVICE", { min: 0, max: 1 << 20, fallback: 0 })
 
 /** The CUDA device of this process's communicators. */
-export const communicatorDevice = (): Device => {
-  const configured = process.env.TENSORLANE_NCCL_DEVICE
-  const index = configured === undefined || configured === "" ? 0 : Number(configured)
-  if (!Number.isSafeInteger(index) || index < 0) {
-    throw new DeviceError({ message: `TENSORLANE_NCCL_DEVICE must be a CUDA ordinal (0, 1, ...), got ${JSON.stringify(configured)}`, device: String(configured) })
-  }
-  return `cuda:${index}`
-}
+export const communicatorDevice = (): Device => `cuda:${readSetting(DEVICE)}`
 
 interface Group {
   readonly name: string
@@ -130,7 +121,7 @@ const destroy = async (name: string): Promise<void> => {
   const group = groups.get(name)
   if (group === undefined) return
   groups.delete(name)
-  await group.addon.destroyCommunicator(name, positiveEnv("TENSORLANE_NCCL_DESTROY_TIMEOUT_MS", 30_000)).catch((error: unknown) => {
+  await group.addon.destroyCommunicator(name, readSetting(DESTROY_TIMEOUT_MS)).catch((error: unknown) => {
     throw toTensorlaneError(error, `destroying nccl group "${name}"`, { addon: group.addon, device: group.device })
   })
 }
@@ -176,7 +167,7 @@ export const nccl = defineTransport({
     const what = `ncclSend of ${object.objectId} to rank ${toRank} in group "${name}"`
     const group = groupOf(name)
     const buffers = nonEmpty(object.tensors.map((t) => deviceBuffer(group, t, what, NCCL_BYTES)))
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(group, () => group.addon.transfer(name, toRank, true, buffers, timeoutMs), signal, what, timeoutMs)
   },
 
@@ -192,7 +183,7 @@ export const nccl = defineTransport({
       }
       return deviceBuffer(group, t, what, NCCL_BYTES)
     })
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(group, () => group.addon.transfer(name, fromRank, false, nonEmpty(buffers), timeoutMs), signal, what, timeoutMs)
   },
 
@@ -200,7 +191,7 @@ export const nccl = defineTransport({
     const what = `ncclAllReduce (${op}) in group "${name}"`
     const group = groupOf(name)
     const buffers = tensors.map((t) => deviceBuffer(group, t, what, reductionType(t.dtype, group.version, what)))
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(group, () => group.addon.allReduce(name, nonEmpty(buffers), ncclReduceOp[op], timeoutMs), signal, what, timeoutMs)
   },
 
@@ -211,7 +202,7 @@ export const nccl = defineTransport({
       throw new TransferError({ message: `${what}: the root must be a rank of the group (0 to ${group.size - 1})`, transport: TRANSPORT })
     }
     const buffers = tensors.map((t) => deviceBuffer(group, t, what, NCCL_BYTES))
-    const timeoutMs = waitTimeoutMs()
+    const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
     await run(group, () => group.addon.broadcast(name, nonEmpty(buffers), root, timeoutMs), signal, what, timeoutMs)
   },
 

@@ -1,9 +1,10 @@
-/** What NCCL and CUDA look like in this process, for diagnostics (`tensorlane doctor`) and tests. */
+/** What NCCL and CUDA look like in this process, for diagnostics (`tensorlane doctor`) and tests (core's PackageStatus contract). */
+import type { PackageStatus } from "@tensorlane/core/native"
 import type { NativeCommunicator, NativeDevices } from "./AddonTypes.js"
 import { type NcclFeature, featureTable, formatNcclVersion } from "./NcclVersion.js"
 import { loadCuda } from "./internal/loadAddon.js"
 
-export interface NcclStatus {
+export interface NcclStatus extends PackageStatus {
   /** The libnccl.so.2 this process loaded, and its version ("2.28.9"). */
   readonly library: string
   readonly version: string
@@ -21,13 +22,19 @@ export interface NcclStatus {
 /** Loads NCCL and the CUDA runtime if needed (NativeLibraryError when they cannot be) and describes them. */
 export const ncclStatus = (): NcclStatus => {
   const { addon, library, version, cudart } = loadCuda()
+  const devices = addon.probeDevices()
   return {
     library,
     version: formatNcclVersion(version),
     versionCode: version.code,
     features: featureTable(version),
     cudart,
-    devices: addon.probeDevices(),
+    devices,
     communicators: addon.communicators(),
+    details: [
+      ["nccl", `${formatNcclVersion(version)} at ${library}`],
+      ["cudart", cudart],
+      ["devices", devices.error !== undefined ? `${devices.count} (${devices.error})` : String(devices.count)],
+    ],
   }
 }

@@ -12,11 +12,12 @@ import * as os from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { Tensor } from "@tensorlane/core"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest"
 import {
   type NcclMemPool,
   type PoolGroup,
   allocateNcclMemory,
+  communicatorDevice,
   createNcclMemPool,
   deregisterMemPool,
   deregisterNcclWindow,
@@ -179,6 +180,9 @@ describe("timeouts and aborts end with ncclCommAbort", () => {
     const gather = exchange(1)
     await nccl.createGroup!({ name, rank: 0, worldSize: 1, members: [], timeoutMs: 10_000, allGather: gather(0) })
   }
+  /** Sends one small CUDA tensor to rank 0 of the one-rank group `group`. */
+  const sendOne = (group: string, objectId: string) =>
+    nccl.send!({ object: { objectId, tensors: [Tensor.ones([4]).to("cuda:0")] }, group, toRank: 0, signal: new AbortController().signal })
 
   it("an aborted transfer aborts the communicator, which stays broken until the group is created again", async () => {
     await solo("hang")
@@ -203,13 +207,25 @@ describe("timeouts and aborts end with ncclCommAbort", () => {
     await nccl.destroyGroup!("hang")
   })
 
+  it("settings it does not accept are InvalidSettingErrors naming the variable: the wait limit and the device", async () => {
+    await solo("setting")
+    vi.stubEnv("TENSORLANE_NCCL_DEVICE", "cuda:1")
+    vi.stubEnv("TENSORLANE_NCCL_WAIT_TIMEOUT_MS", "1.5")
+    try {
+      expect(() => communicatorDevice()).toThrow(expect.objectContaining({ _tag: "InvalidSettingError", variable: "TENSORLANE_NCCL_DEVICE", value: "cuda:1" }))
+      await expect(sendOne("setting", "w1")).rejects.toMatchObject({ _tag: "InvalidSettingError", variable: "TENSORLANE_NCCL_WAIT_TIMEOUT_MS", value: "1.5" })
+    } finally {
+      vi.unstubAllEnvs()
+      await nccl.destroyGroup!("setting")
+    }
+  })
+
   it("an NCCL wait past its limit is a TimeoutError and aborts the communicator", async () => {
     await solo("slow")
     process.env.FAKE_NCCL_HANG = "ncclSend"
     process.env.TENSORLANE_NCCL_WAIT_TIMEOUT_MS = "100"
     try {
-      const sending = nccl.send!({ object: { objectId: "s1", tensors: [Tensor.ones([4]).to("cuda:0")] }, group: "slow", toRank: 0, signal: new AbortController().signal })
-      await expect(sending).rejects.toMatchObject({ _tag: "TimeoutError", timeoutMs: 100 })
+      await expect(sendOne("slow", "s1")).rejects.toMatchObject({ _tag: "TimeoutError", timeoutMs: 100 })
       expect(calls("ncclCommAbort", 0)).toHaveLength(1)
     } finally {
       delete process.env.TENSORLANE_NCCL_WAIT_TIMEOUT_MS
@@ -588,5 +604,22 @@ describe("NCCL memory pools", () => {
     freeNcclMemory(storage)
     expect(calls("ncclMemFree").map((l) => field(l, "ptr"))).toEqual([hex(window.address)])
     await nccl.destroyGroup!("win-api#0")
+  })
+})
+
+describe("the teardown of a worker's environment", () => {
+  it("leaves an operation the worker started to end without it: the process survives the end, which settles nothing", async () => {
+    // In a process of its own (a crash there must fail the test, not take the runner down); glibc
+    // fills freed blocks with 0xa5 at once, so that touching the ended worker's freed thread-safe
+    // function crashes reliably (it did: SIGABRT).
+    const env = { ...process.env, FAKE_NCCL_HANG: "ncclSend", GLIBC_TUNABLES: "glibc.malloc.tcache_count=0", MALLOC_PERTURB_: "165" }
+    const fixture = new URL("./fixtures/teardown.mjs", import.meta.url).pathname
+    const outcome = await new Promise<{ code: number | null; signal: string | null; stdout: string }>((resolve) => {
+      execFile(process.execPath, [fixture], { env, timeout: 50_000 }, (error, stdout) =>
+        resolve({ code: error === null ? 0 : (error.code as number | null), signal: error?.signal ?? null, stdout }),
+      )
+    })
+    expect(outcome).toMatchObject({ code: 0, signal: null })
+    expect(JSON.parse(outcome.stdout)).toEqual({ broken: 'ncclSend to rank 0 in group "teardown" timed out' })
   })
 })

@@ -1,11 +1,11 @@
 // Entry point of the tensorlane NIXL addon. Every function is a thin binding over the
 // process-wide ProcessAgent (see ProcessAgent.h for why one agent serves every thread).
-#include "EnvReads.h"
-#include "Failure.h"
 #include "NixlLibrary.h"
 #include "ProcessAgent.h"
 #include "ReadJob.h"
 #include "ReadPlan.h"
+
+#include <tensorlane/Arguments.h>
 
 #include <napi.h>
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 namespace {
 
@@ -23,22 +23,8 @@ Napi::Value field(const Napi::Object& object, const char* name, const std::strin
   return object.Get(name);
 }
 
-uint64_t toUint(const Napi::Value& value, const std::string& what) {
-  if (value.IsBigInt()) {
-    bool lossless = false;
-    uint64_t out = value.As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless) throw Failure(FailureCode::Protocol, what + " is not an unsigned 64-bit integer");
-    return out;
-  }
-  if (value.IsNumber()) {
-    double d = value.As<Napi::Number>().DoubleValue();
-    if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<uint64_t>(d))) {
-      throw Failure(FailureCode::Protocol, what + " is not a non-negative integer");
-    }
-    return static_cast<uint64_t>(d);
-  }
-  throw Failure(FailureCode::Protocol, what + " is not a number");
-}
+// Sizes, offsets and addresses, most of them from a peer's metadata.
+uint64_t toUint(const Napi::Value& value, const std::string& what) { return sizeArg(value, what, FailureCode::Protocol); }
 
 nixl_capi_mem_type_t toMem(const Napi::Value& value, const std::string& what) {
   std::string mem = value.IsString() ? value.As<Napi::String>().Utf8Value() : "";
@@ -66,12 +52,8 @@ Memory toMemory(const Napi::Value& value) {
   Memory memory;
   memory.mem = toMem(spec.Get("mem"), "memory kind");
   memory.device = toUint(spec.Get("device"), "device index");
-  Napi::Value bytes = spec.Get("bytes");
   if (memory.mem == NIXL_CAPI_MEM_DRAM) {
-    if (!bytes.IsTypedArray() || bytes.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-      throw Failure(FailureCode::Usage, "host memory must be given as a Uint8Array");
-    }
-    Napi::Uint8Array array = bytes.As<Napi::Uint8Array>();
+    Napi::Uint8Array array = bytesArg(spec.Get("bytes"), "host memory");
     memory.address = reinterpret_cast<uintptr_t>(array.Data());
     memory.length = array.ByteLength();
   } else {
@@ -112,7 +94,7 @@ Napi::Value Load(const Napi::CallbackInfo& info) {
       config.backendParams.emplace_back(pair.Get(0u).As<Napi::String>().Utf8Value(), pair.Get(1u).As<Napi::String>().Utf8Value());
     }
     config.progressDelayUs = toUint(options.Get("progressDelayUs"), "progressDelayUs");
-    NixlLibrary::load(options.Get("library").As<Napi::String>().Utf8Value(), env);
+    NixlLibrary::load(stringArg(options.Get("library"), "library"), env);
     ProcessAgent::configure(config);
     return info.Env().Undefined();
   });
@@ -167,7 +149,7 @@ Napi::Value RegionOf(const Napi::CallbackInfo& info) {
 
 Napi::Value GetLocalMetadata(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    tlnixl::LocalMetadata md = ProcessAgent::instance().localMetadata();
+    tensorlane::nixl::LocalMetadata md = ProcessAgent::instance().localMetadata();
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("agent", Napi::String::New(info.Env(), md.agent));
     out.Set("blob", Napi::Buffer<char>::Copy(info.Env(), md.blob.data(), md.blob.size()));
@@ -188,13 +170,8 @@ Napi::Value Read(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
     if (!info[0].IsObject()) throw Failure(FailureCode::Usage, "read() needs a request object");
     Napi::Object request = info[0].As<Napi::Object>();
-    Napi::Value agentValue = field(request, "agent", "NIXL metadata");
-    if (!agentValue.IsString()) throw Failure(FailureCode::Protocol, "NIXL metadata: agent is not a string");
-    Napi::Value blobValue = field(request, "blob", "NIXL metadata");
-    if (!blobValue.IsTypedArray() || blobValue.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-      throw Failure(FailureCode::Protocol, "NIXL metadata: blob is not bytes");
-    }
-    Napi::Uint8Array blob = blobValue.As<Napi::Uint8Array>();
+    const std::string agent = stringArg(field(request, "agent", "NIXL metadata"), "the NIXL metadata's agent", FailureCode::Protocol);
+    Napi::Uint8Array blob = bytesArg(field(request, "blob", "NIXL metadata"), "the NIXL metadata's blob", FailureCode::Protocol);
     uint64_t epoch = toUint(field(request, "epoch", "NIXL metadata"), "NIXL metadata epoch");
 
     std::vector<RemoteRegion> regions;
@@ -252,7 +229,7 @@ Napi::Value Read(const Napi::CallbackInfo& info) {
       t.device = storage.device;
       local.push_back(t);
     }
-    auto plan = std::make_unique<ReadPlan>(agentValue.As<Napi::String>().Utf8Value(),
+    auto plan = std::make_unique<ReadPlan>(agent,
                                            std::string(reinterpret_cast<const char*>(blob.Data()), blob.ByteLength()), epoch,
                                            std::move(regions), std::move(remote), std::move(local));
     return ReadJob::Start(info.Env(), std::move(plan), info[1]);
@@ -261,19 +238,18 @@ Napi::Value Read(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  tlnixl::EnvReads::Install(env);
-  exports.Set("load", Napi::Function::New(env, tlnixl::Load, "load"));
-  exports.Set("loadedLibrary", Napi::Function::New(env, tlnixl::LoadedLibrary, "loadedLibrary"));
-  exports.Set("agentName", Napi::Function::New(env, tlnixl::AgentName, "agentName"));
-  exports.Set("acquire", Napi::Function::New(env, tlnixl::Acquire, "acquire"));
-  exports.Set("release", Napi::Function::New(env, tlnixl::Release, "release"));
-  exports.Set("regionOf", Napi::Function::New(env, tlnixl::RegionOf, "regionOf"));
-  exports.Set("localMetadata", Napi::Function::New(env, tlnixl::GetLocalMetadata, "localMetadata"));
-  exports.Set("registrations", Napi::Function::New(env, tlnixl::Registrations, "registrations"));
-  exports.Set("read", Napi::Function::New(env, tlnixl::Read, "read"));
+  exports.Set("load", Napi::Function::New(env, tensorlane::nixl::Load, "load"));
+  exports.Set("loadedLibrary", Napi::Function::New(env, tensorlane::nixl::LoadedLibrary, "loadedLibrary"));
+  exports.Set("agentName", Napi::Function::New(env, tensorlane::nixl::AgentName, "agentName"));
+  exports.Set("acquire", Napi::Function::New(env, tensorlane::nixl::Acquire, "acquire"));
+  exports.Set("release", Napi::Function::New(env, tensorlane::nixl::Release, "release"));
+  exports.Set("regionOf", Napi::Function::New(env, tensorlane::nixl::RegionOf, "regionOf"));
+  exports.Set("localMetadata", Napi::Function::New(env, tensorlane::nixl::GetLocalMetadata, "localMetadata"));
+  exports.Set("registrations", Napi::Function::New(env, tensorlane::nixl::Registrations, "registrations"));
+  exports.Set("read", Napi::Function::New(env, tensorlane::nixl::Read, "read"));
   return exports;
 }
 

@@ -1,10 +1,10 @@
 #include "MetadataBlob.h"
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
 #include <cstring>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 namespace {
 
@@ -125,4 +125,4 @@ std::vector<RemoteDesc> MetadataBlob::check(const std::string& blob, const std::
   return descs;
 }
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 class MetadataBlob {
  public:
@@ -29,4 +29,4 @@ class MetadataBlob {
   static std::vector<RemoteDesc> check(const std::string& blob, const std::string& agent, const std::vector<RemoteRegion>& regions);
 };
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

@@ -1,16 +1,19 @@
-// libnixl_capi.so, dlopened once per process with every entry point this addon uses.
+// libnixl_capi.so, loaded once per process (a ProcessLibrary) with every entry point this addon uses.
 #pragma once
 
 #include "NixlCapi.h"
 
+#include <tensorlane/DynamicLibrary.h>
+
 #include <map>
-#include <mutex>
 #include <string>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
-class NixlLibrary {
+class NixlLibrary : public ProcessLibrary<NixlLibrary> {
  public:
+  static constexpr const char* kName = "libnixl_capi.so";
+
   nixl_create_configured_agent_fn createConfiguredAgent = nullptr;
   nixl_destroy_agent_fn destroyAgent = nullptr;
   nixl_get_plugin_params_fn getPluginParams = nullptr;
@@ -45,16 +48,8 @@ class NixlLibrary {
    */
   static NixlLibrary& load(const std::string& path, const std::map<std::string, std::string>& env);
 
-  /** The loaded library; throws a Library failure before load(). */
-  static NixlLibrary& get();
-
-  /** Path of the loaded library, or "" before load(). */
-  static std::string loadedPath();
-
- private:
-  void resolve(void* handle, const std::string& path);
-
-  std::string path_;
+  /** Opens `path` with every entry point. */
+  static NixlLibrary* open(const std::string& path);
 };
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

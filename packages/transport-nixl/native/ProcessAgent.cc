@@ -1,14 +1,15 @@
 #include "ProcessAgent.h"
 
-#include "Failure.h"
 #include "NixlLibrary.h"
+
+#include <tensorlane/Failure.h>
 
 #include <unistd.h>
 
 #include <cstdlib>
 #include <random>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 namespace {
 
@@ -289,4 +290,4 @@ std::vector<Region> ProcessAgent::registrations() {
   return regions_.all();
 }
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

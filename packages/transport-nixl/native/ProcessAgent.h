@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 struct AgentConfig {
   /** UCX backend parameters (ucx_error_handling_mode, ...), added to the plugin's defaults. */
@@ -116,4 +116,4 @@ class ProcessAgent {
   std::map<std::string, Remote> remotes_;
 };
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <thread>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 namespace {
 
@@ -51,30 +51,24 @@ class Backoff {
 }  // namespace
 
 Napi::Object ReadJob::Start(Napi::Env env, std::unique_ptr<ReadPlan> plan, Napi::Value keep) {
-  auto job = std::unique_ptr<ReadJob>(new ReadJob(env, std::move(plan), keep));
+  auto job = std::unique_ptr<ReadJob>(new ReadJob(std::move(plan), keep));
+  std::shared_ptr<std::atomic<bool>> aborted = job->aborted_;
+  job->settler_ = Settler::create(env, [aborted] { aborted->store(true); });
   Napi::Object operation = Napi::Object::New(env);
-  operation.Set("promise", job->deferred_.Promise());
-  EnvReads::AbortFlag aborted = job->aborted_;
+  operation.Set("promise", job->settler_->promise());
   operation.Set("abort", Napi::Function::New(env, [aborted](const Napi::CallbackInfo&) { aborted->store(true); }, "abort"));
-  job->reads_.add(aborted);
   try {
     std::thread([raw = job.get()] { raw->run(); }).detach();
   } catch (const std::system_error& error) {
-    job->reads_.forget(aborted);
-    job->done_.Release();
+    job->settler_->cancel();
     throw Failure(FailureCode::Transfer, std::string("cannot start a thread for the NIXL READ: ") + error.what());
   }
   job.release();
   return operation;
 }
 
-ReadJob::ReadJob(Napi::Env env, std::unique_ptr<ReadPlan> plan, Napi::Value keep)
-    : plan_(std::move(plan)),
-      deferred_(Napi::Promise::Deferred::New(env)),
-      keep_(Napi::Persistent(keep)),
-      done_(Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "nixl-read", 0, 1)),
-      reads_(EnvReads::Of(env)),
-      aborted_(std::make_shared<std::atomic<bool>>(false)) {}
+ReadJob::ReadJob(std::unique_ptr<ReadPlan> plan, Napi::Value keep)
+    : plan_(std::move(plan)), keep_(Napi::Persistent(keep)), aborted_(std::make_shared<std::atomic<bool>>(false)) {}
 
 void ReadJob::run() {
   try {
@@ -84,17 +78,11 @@ void ReadJob::run() {
   } catch (const std::exception& error) {
     failure_ = Failure(FailureCode::Transfer, error.what());
   }
-  // Copies: once handed over, the job (and so these members) may be deleted at any moment.
-  EnvReads& reads = reads_;
-  EnvReads::AbortFlag aborted = aborted_;
-  bool handedOver = reads.end(aborted, [this] {
-    if (done_.BlockingCall(this, &ReadJob::finish) == napi_ok) return true;
-    done_.Release();
-    return false;
-  });
-  if (handedOver) return;
-  // The environment that started us is gone (a worker ended) or refused the call: nothing to
-  // settle, and the references belong to that environment, so they are left to it.
+  // A copy: once handed over, the job (and so its members) may be deleted at any moment.
+  std::shared_ptr<Settler> settler = settler_;
+  if (settler->finish([this](Napi::Env env, Napi::Promise::Deferred& deferred) { settle(env, deferred); })) return;
+  // The environment that started us is gone: nothing to settle, and the references belong to that
+  // environment, so they are left to it.
   keep_.SuppressDestruct();
   delete this;
 }
@@ -186,15 +174,14 @@ void ReadJob::transfer(nixl_capi_agent_t agent, size_t first, size_t count) {
   }
 }
 
-void ReadJob::finish(Napi::Env env, Napi::Function, ReadJob* job) {
-  std::unique_ptr<ReadJob> owned(job);
-  owned->done_.Release();
-  if (owned->failure_.has_value()) {
-    owned->deferred_.Reject(owned->failure_->toError(env).Value());
+void ReadJob::settle(Napi::Env env, Napi::Promise::Deferred& deferred) {
+  std::unique_ptr<ReadJob> owned(this);
+  if (failure_.has_value()) {
+    deferred.Reject(failure_->toError(env).Value());
   } else {
-    owned->deferred_.Resolve(env.Undefined());
+    deferred.Resolve(env.Undefined());
   }
-  owned->keep_.Reset();
+  keep_.Reset();
 }
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

@@ -4,13 +4,15 @@
 // producer does nothing (its NIXL progress thread answers).
 //
 // Ownership: the JS thread creates the job; its thread runs it and, once the READ is over, hands it
-// back to the JS thread, which settles the promise, releases the thread-safe function and deletes
-// the job. After the hand-over the thread touches nothing of the job: the job may already be gone.
+// back to the JS thread (the kit's Settler), which settles the promise and deletes the job. After
+// the hand-over the thread touches nothing of the job: the job may already be gone. The teardown of
+// the job's environment aborts the READ and waits for it, since NIXL writes into the environment's
+// buffers.
 #pragma once
 
-#include "EnvReads.h"
-#include "Failure.h"
 #include "ReadPlan.h"
+
+#include <tensorlane/Settler.h>
 
 #include <napi.h>
 
@@ -20,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 class ReadJob {
  public:
@@ -31,21 +33,19 @@ class ReadJob {
   static Napi::Object Start(Napi::Env env, std::unique_ptr<ReadPlan> plan, Napi::Value keep);
 
  private:
-  ReadJob(Napi::Env env, std::unique_ptr<ReadPlan> plan, Napi::Value keep);
+  ReadJob(std::unique_ptr<ReadPlan> plan, Napi::Value keep);
   void run();
   void execute();
   /** Posts one request and polls it; returns when it completed, failed or was aborted and released. */
   void transfer(nixl_capi_agent_t agent, size_t first, size_t count);
-  /** On the JS thread, once the thread handed the job over: settles, releases, deletes. */
-  static void finish(Napi::Env env, Napi::Function, ReadJob* job);
+  /** On the JS thread, once the thread handed the job over: settles, then deletes the job. */
+  void settle(Napi::Env env, Napi::Promise::Deferred& deferred);
 
   std::unique_ptr<ReadPlan> plan_;
-  Napi::Promise::Deferred deferred_;
   Napi::Reference<Napi::Value> keep_;
-  Napi::ThreadSafeFunction done_;
-  EnvReads& reads_;
-  EnvReads::AbortFlag aborted_;
+  std::shared_ptr<std::atomic<bool>> aborted_;
+  std::shared_ptr<Settler> settler_;
   std::optional<Failure> failure_;
 };
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

@@ -1,8 +1,8 @@
 #include "ReadPlan.h"
 
-#include "Failure.h"
+#include <tensorlane/Failure.h>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 namespace {
 
@@ -105,4 +105,4 @@ void ReadPlan::plan(const RemoteTensor& remote, const LocalTensor& local, size_t
   }
 }
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 /** One tensor as the producer laid it out inside one of its declared regions. */
 struct RemoteTensor {
@@ -75,4 +75,4 @@ class ReadPlan {
   std::vector<Span> spans_;
 };
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

@@ -1,6 +1,6 @@
 #include "RegionTable.h"
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 Region* RegionTable::containing(uintptr_t address, size_t length, nixl_capi_mem_type_t mem, uint64_t device) {
   // Regions are few (one per storage or pool) and may nest (a storage inside a pool registered
@@ -34,4 +34,4 @@ std::vector<Region> RegionTable::all() const {
   return out;
 }
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

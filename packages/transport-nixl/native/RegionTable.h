@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 struct Region {
   uintptr_t address = 0;
@@ -39,4 +39,4 @@ class RegionTable {
   std::map<Key, Region> regions_;
 };
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

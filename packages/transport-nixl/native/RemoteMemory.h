@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace tlnixl {
+namespace tensorlane::nixl {
 
 /** A region a producer declares in an object's metadata. */
 struct RemoteRegion {
@@ -32,4 +32,4 @@ struct RemoteDesc {
   }
 };
 
-}  // namespace tlnixl
+}  // namespace tensorlane::nixl

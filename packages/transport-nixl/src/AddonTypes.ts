@@ -1,14 +1,8 @@
 /**
  * The surface of the native addon (`build/Release/tensorlane_nixl.node`), written by hand from
- * native/Addon.cc. Errors it throws or rejects with carry a `code`.
+ * native/Addon.cc. Errors it throws or rejects with are core's NativeFailure
+ * (`@tensorlane/core/native`): src/internal/failures.ts maps each code to a typed error.
  */
-
-/** What went wrong, as the addon classifies it (src/internal/failures.ts maps each to a typed error). */
-export type NativeFailureCode = "library" | "protocol" | "transfer" | "aborted" | "usage" | "registration"
-
-export interface NativeFailure extends Error {
-  readonly code: NativeFailureCode
-}
 
 export type MemoryKind = "dram" | "vram"
 

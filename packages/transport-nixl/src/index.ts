@@ -8,8 +8,6 @@ export type { NixlMetadata } from "./internal/registrations.js"
 export type {
   DeclaredRegion,
   MemoryKind,
-  NativeFailure,
-  NativeFailureCode,
   NativeMemory,
   NativeOperation,
   NativeRegistration,
@@ -18,3 +16,4 @@ export type {
   RegionKey,
   RemoteLayout,
 } from "./AddonTypes.js"
+export type { NativeFailure, NativeFailureCode } from "@tensorlane/core/native"

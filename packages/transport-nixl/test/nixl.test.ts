@@ -4,7 +4,7 @@
  * a ProtocolError before NIXL (whose deserializer aborts on garbage) sees anything.
  */
 import { Tensor } from "@tensorlane/core"
-import { describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it, vi } from "vitest"
 import {
   type NixlMetadata,
   createNixlMemoryPool,
@@ -17,6 +17,7 @@ import {
   registerNixlMemory,
 } from "../src/index.js"
 import { rejection, tagOf, thrown } from "../../core/test/helpers/errors.ts"
+import { nixlSettings } from "../src/internal/settings.js"
 
 const registrations = () => nixl.inspect!().registrations
 
@@ -92,6 +93,37 @@ describe("library search", () => {
     expect(loadNixl().library).toMatch(/libnixl_capi\.so$/)
     // Earlier tests registered memory, which created this process's agent.
     expect(nixlStatus()).toMatchObject({ library: loadNixl().library, agent: expect.stringMatching(/^tensorlane-/), registrations: [] })
+  })
+})
+
+describe("settings", () => {
+  afterEach(() => vi.unstubAllEnvs())
+
+  it("reads the error mode, extra UCX parameters and the progress delay, and refuses a value one does not accept with an InvalidSettingError naming it, instead of a default or a dropped pair", () => {
+    expect(nixlSettings()).toMatchObject({ backendParams: [["ucx_error_handling_mode", "peer"]], progressDelayUs: 100_000 })
+    vi.stubEnv("TENSORLANE_NIXL_ERROR_MODE", "none")
+    vi.stubEnv("TENSORLANE_NIXL_UCX_PARAMS", "a=1, b = 2")
+    vi.stubEnv("TENSORLANE_NIXL_PROGRESS_DELAY_US", "0")
+    expect(nixlSettings()).toMatchObject({
+      backendParams: [
+        ["ucx_error_handling_mode", "none"],
+        ["a", "1"],
+        ["b", "2"],
+      ],
+      progressDelayUs: 0,
+    })
+    vi.unstubAllEnvs()
+    for (const [variable, value] of [
+      ["TENSORLANE_NIXL_ERROR_MODE", "Peer"],
+      ["TENSORLANE_NIXL_UCX_PARAMS", "a=1,b"],
+      ["TENSORLANE_NIXL_UCX_PARAMS", "=1"],
+      ["TENSORLANE_NIXL_PROGRESS_DELAY_US", "-1"],
+      ["TENSORLANE_NIXL_PROGRESS_DELAY_US", "100ms"],
+    ]) {
+      vi.stubEnv(variable, value)
+      expect(() => nixlSettings(), `${variable}=${value}`).toThrow(expect.objectContaining({ _tag: "InvalidSettingError", variable, value }))
+      vi.unstubAllEnvs()
+    }
   })
 })
 

@@ -9,23 +9,18 @@
  * `pip install nvidia-nvshmem-cu12`); then the system library path (dlopen by bare name).
  */
 import { join } from "node:path"
-import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core/plugin"
+import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
 import type { SymmetricAddon } from "../AddonTypes.js"
 
 const PACKAGE = "@tensorlane/symmetric-mem"
-export const NVSHMEM_LIBRARY = "libnvshmem_host.so.3"
+const NVSHMEM_LIBRARY = "libnvshmem_host.so.3"
 const NVSHMEM_WHEEL = "nvidia-nvshmem-cu12==3.8.0"
-export const NVSHMEM_FIX = `bash tools/setup.sh (it runs packages/symmetric-mem/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nvshmem ${NVSHMEM_WHEEL}, or point NVSHMEM_LIB_DIR at the folder holding ${NVSHMEM_LIBRARY}`
+const NVSHMEM_FIX = `bash tools/setup.sh (it runs packages/symmetric-mem/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nvshmem ${NVSHMEM_WHEEL}, or point NVSHMEM_LIB_DIR at the folder holding ${NVSHMEM_LIBRARY}`
 
-const addonSpec: NativeAddonSpec = {
-  packageName: PACKAGE,
-  moduleUrl: import.meta.url,
-  file: "tensorlane_symmetric.node",
-  overrideEnv: "TENSORLANE_SYMMETRIC_ADDON",
-  fix: `npm run build:native -w ${PACKAGE}, or bash tools/setup.sh`,
-}
+/** The addon, loaded on first use (NativeLibraryError listing every candidate when it cannot load). */
+export const addon = nativeAddon<SymmetricAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "symmetric" })
 
-const nvshmemSpec: NativeLibrarySpec = {
+export const nvshmemSpec: NativeLibrarySpec = {
   library: NVSHMEM_LIBRARY,
   description: `NVSHMEM's host library (${NVSHMEM_LIBRARY}, from the ${NVSHMEM_WHEEL} wheel)`,
   packageName: PACKAGE,
@@ -37,13 +32,7 @@ const nvshmemSpec: NativeLibrarySpec = {
   fix: NVSHMEM_FIX,
 }
 
-let loaded: { readonly addon: SymmetricAddon; readonly path: string } | undefined
-
-/** The addon and the file it was loaded from (NativeLibraryError listing every candidate when it cannot load). */
-export const loadAddonWithPath = (): { readonly addon: SymmetricAddon; readonly path: string } =>
-  (loaded ??= requireNativeAddon<SymmetricAddon>(addonSpec))
-
-export const loadAddon = (): SymmetricAddon => loadAddonWithPath().addon
+export const loadAddon = (): SymmetricAddon => addon.load().addon
 
 /** Candidate paths of libnvshmem_host.so.3, in search order; the last entry is the bare name. */
 export const nvshmemCandidates = (): ReadonlyArray<string> => libraryCandidates(nvshmemSpec)

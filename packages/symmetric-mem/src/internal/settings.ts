@@ -1,30 +1,29 @@
-/** Sizes and host identity the shm backend and transport read from the environment. */
+/** Sizes and host identity the shm backend and transport read from the environment (core's settings reader). */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
-import { ShapeError } from "@tensorlane/core"
+import { integerSetting, readSetting, textSetting } from "@tensorlane/core/native"
 
 const GiB = 2 ** 30
 
-const bytesFromEnv = (variable: string, fallback: number): number => {
-  const raw = process.env[variable]
-  if (raw === undefined || raw === "") return fallback
-  const n = Number(raw)
-  if (!Number.isSafeInteger(n) || n <= 0) throw new ShapeError({ message: `${variable} must be a positive integer number of bytes, got "${raw}"` })
-  return n
-}
+/** The most a segment holds (native/Segment.cc refuses larger ones). */
+const SEGMENT_MAX_BYTES = 2 ** 46
+
+const HEAP_BYTES = integerSetting("TENSORLANE_SHM_HEAP_BYTES", { min: 1, max: SEGMENT_MAX_BYTES, fallback: GiB, unit: "bytes" })
+const STAGING_BYTES = integerSetting("TENSORLANE_SHM_STAGING_BYTES", { min: 1, max: SEGMENT_MAX_BYTES, fallback: 4 * GiB, unit: "bytes" })
+const CUDA_DRIVER_LIBRARY = textSetting("TENSORLANE_CUDA_DRIVER_LIBRARY", "the path or name of the CUDA driver library")
 
 /**
  * Bytes of each rank's symmetric heap in an shm group (rank 0's setting wins). The segment is
  * sparse: memory is taken block by block as allocations reserve it, so a generous default costs
  * address space only.
  */
-export const heapBytesPerRank = (): number => bytesFromEnv("TENSORLANE_SHM_HEAP_BYTES", GiB)
+export const heapBytesPerRank = (): number => readSetting(HEAP_BYTES)
 
 /** Bytes of the process's staging heap, where the shm transport copies tensors that are not on a heap already. */
-export const stagingBytes = (): number => bytesFromEnv("TENSORLANE_SHM_STAGING_BYTES", 4 * GiB)
+export const stagingBytes = (): number => readSetting(STAGING_BYTES)
 
 /** The CUDA driver library the nvshmem backend selects its device with (the system's, unless overridden). */
-export const cudaDriverLibrary = (): string => process.env.TENSORLANE_CUDA_DRIVER_LIBRARY || "libcuda.so.1"
+export const cudaDriverLibrary = (): string => readSetting(CUDA_DRIVER_LIBRARY) ?? "libcuda.so.1"
 
 let boot: string | undefined
 

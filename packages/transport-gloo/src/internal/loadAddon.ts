@@ -1,23 +1,22 @@
 /**
- * Finds and loads the native addon on first use, so that importing the transport never fails on a
- * machine without libgloo; a failure says which library is missing, where we looked and what to run.
+ * The addon, loaded on first use (core's nativeAddon), so that importing the transport never fails
+ * on a machine without libgloo; a failure says which library is missing, where we looked and what
+ * to run.
  */
 import * as fs from "node:fs"
 import { NativeLibraryError } from "@tensorlane/core"
-import { type NativeAddonSpec, addonCandidates as candidatesOf, requireNativeAddon } from "@tensorlane/core/plugin"
+import { nativeAddon } from "@tensorlane/core/native"
 import type { GlooAddon } from "../AddonTypes.js"
 
 /** This package: what actor processes import to load the transport, and what builds the addon. */
 export const PACKAGE = "@tensorlane/transport-gloo"
-const FIX_ADDON = `npm run build:native -w ${PACKAGE} (needs libgloo-dev: sudo apt-get install libgloo-dev), or bash tools/setup.sh`
 const FIX_LIBRARY = `sudo apt-get install libgloo-dev, then npm run build:native -w ${PACKAGE} (or bash tools/setup.sh)`
 
-const spec: NativeAddonSpec = {
+export const addon = nativeAddon<GlooAddon>({
   packageName: PACKAGE,
   moduleUrl: import.meta.url,
-  file: "tensorlane_gloo.node",
-  overrideEnv: "TENSORLANE_GLOO_ADDON",
-  fix: FIX_ADDON,
+  name: "gloo",
+  fix: `npm run build:native -w ${PACKAGE} (needs libgloo-dev: sudo apt-get install libgloo-dev), or bash tools/setup.sh`,
   // dlopen names the shared object it could not find; anything else is a broken or foreign build.
   explain: (failures, tried) =>
     failures.some((f) => f.includes("libgloo.so"))
@@ -28,21 +27,12 @@ const spec: NativeAddonSpec = {
           fix: FIX_LIBRARY,
         })
       : undefined,
-}
-
-/** Where the addon may be, in the order tried: TENSORLANE_GLOO_ADDON alone when set, else cmake-js's Release and Debug outputs. */
-export const addonCandidates = (): ReadonlyArray<string> => candidatesOf(spec)
-
-let loaded: { readonly addon: GlooAddon; readonly path: string } | undefined
+})
 
 /** The addon and the file it came from; NativeLibraryError when it cannot be loaded. */
-export const loadAddon = (): { readonly addon: GlooAddon; readonly path: string } =>
-  (loaded ??= requireNativeAddon<GlooAddon>(spec))
+export const loadGlooAddon = addon.load
 
-/** The addon if this process loaded it already (never loads it). */
-export const loadedAddon = (): GlooAddon | undefined => loaded?.addon
-
-/** The libgloo this process mapped (after loadAddon), for diagnostics. */
+/** The libgloo this process mapped (after the addon loaded), for diagnostics. */
 export const mappedGlooLibrary = (): string | undefined => {
   try {
     const line = fs

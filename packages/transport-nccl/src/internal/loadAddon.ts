@@ -12,7 +12,7 @@
  *    cu12 or cu13 wheels);
  * 3. the system library path (dlopen by bare name).
  */
-import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core/plugin"
+import { type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
 import type { NcclAddon } from "../AddonTypes.js"
 import { type NcclVersion, parseNcclVersion } from "../NcclVersion.js"
 
@@ -33,7 +33,7 @@ const wheelLibrary = (library: string, env: string, wheelPaths: ReadonlyArray<st
   fix,
 })
 
-const NCCL = wheelLibrary(
+export const NCCL = wheelLibrary(
   "libnccl.so.2",
   NCCL_LIBRARY_ENV,
   ["nvidia/nccl/lib/libnccl.so.2"],
@@ -49,13 +49,7 @@ const CUDART = wheelLibrary(
   `${INSTALL}, or python3 -m pip install --no-deps --target <repo>/.tools/nccl nvidia-cuda-runtime-cu12, or set ${CUDART_LIBRARY_ENV} to the path of a libcudart.so`,
 )
 
-const addonSpec: NativeAddonSpec = {
-  packageName: PACKAGE,
-  moduleUrl: import.meta.url,
-  file: "tensorlane_nccl.node",
-  overrideEnv: "TENSORLANE_NCCL_ADDON",
-  fix: `npm run build:native -w ${PACKAGE}, or bash tools/setup.sh`,
-}
+const addon = nativeAddon<NcclAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "nccl" })
 
 /** Candidate paths of libnccl.so.2 and of the CUDA runtime, in search order. */
 export const libraryCandidates = (): { readonly nccl: ReadonlyArray<string>; readonly cudart: ReadonlyArray<string> } => ({
@@ -69,11 +63,8 @@ export interface LoadedNccl {
   readonly version: NcclVersion
 }
 
-let addon: NcclAddon | undefined
 let nccl: LoadedNccl | undefined
 let cudart: string | undefined
-
-const requireAddon = (): NcclAddon => (addon ??= requireNativeAddon<NcclAddon>(addonSpec).addon)
 
 /**
  * The addon with libnccl.so.2 loaded in this process (by this thread or another: the library is
@@ -81,7 +72,7 @@ const requireAddon = (): NcclAddon => (addon ??= requireNativeAddon<NcclAddon>(a
  */
 export const loadNccl = (): LoadedNccl => {
   if (nccl !== undefined) return nccl
-  const a = requireAddon()
+  const a = addon.load().addon
   const already = a.loaded()
   const loaded =
     already.nccl !== undefined && already.ncclVersion !== undefined

@@ -1,32 +1,9 @@
-/** Turns the addon's failures (errors with a `code`) into typed tensorlane errors. */
-import { NativeLibraryError, ProtocolError, TransferError, UnsupportedOperationError } from "@tensorlane/core"
-import type { NativeFailure } from "../AddonTypes.js"
+/** Turns the addon's failures into typed tensorlane errors (core's nativeError). */
+import { nativeError } from "@tensorlane/core/native"
+import { FIX_LIBRARY, LIBRARY } from "./loadAddon.js"
 
 export const TRANSPORT = "nixl"
 
-const isNativeFailure = (error: unknown): error is NativeFailure =>
-  error instanceof Error && typeof (error as Partial<NativeFailure>).code === "string"
-
 /** `what` names the operation ("fetch of driver.3 from Worker-0"). */
-export const toTensorlaneError = (error: unknown, what: string): Error => {
-  if (!isNativeFailure(error)) {
-    return error instanceof Error ? error : new TransferError({ message: `${what}: ${String(error)}`, transport: TRANSPORT })
-  }
-  switch (error.code) {
-    case "protocol":
-      return new ProtocolError({ message: `${what}: ${error.message}` })
-    case "usage":
-      return new UnsupportedOperationError({ message: `${what}: ${error.message}` })
-    case "library":
-      return new NativeLibraryError({
-        message: `${what}: ${error.message}`,
-        library: "libnixl_capi.so",
-        tried: [],
-        fix: "bash tools/setup.sh (or bash packages/transport-nixl/scripts/install-wheel.sh)",
-      })
-    case "transfer":
-    case "aborted":
-    case "registration":
-      return new TransferError({ message: `${what}: ${error.message}`, transport: TRANSPORT })
-  }
-}
+export const toTensorlaneError = (error: unknown, what: string): Error =>
+  nativeError(error, what, { transport: TRANSPORT, library: { library: LIBRARY, fix: FIX_LIBRARY } })

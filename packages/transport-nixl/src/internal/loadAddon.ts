@@ -10,24 +10,16 @@
  * NIXL_PLUGIN_DIR, when set, is read by libnixl itself; by default it finds plugins/ next to it.
  */
 import { join } from "node:path"
-import { type NativeAddonSpec, type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, requireNativeAddon } from "@tensorlane/core/plugin"
+import { type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
 import type { NixlAddon } from "../AddonTypes.js"
 import { nixlSettings } from "./settings.js"
 
-const ADDON_FILE = "tensorlane_nixl.node"
-const LIBRARY = "libnixl_capi.so"
+export const LIBRARY = "libnixl_capi.so"
 const PACKAGE = "@tensorlane/transport-nixl"
 const WHEEL = "nixl-cu12==1.5.1"
-const FIX_ADDON = `npm run build:native -w ${PACKAGE}, or bash tools/setup.sh`
-const FIX_LIBRARY = `bash tools/setup.sh (it runs packages/transport-nixl/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nixl ${WHEEL}, or point NIXL_LIB_DIR at the folder holding ${LIBRARY}`
+export const FIX_LIBRARY = `bash tools/setup.sh (it runs packages/transport-nixl/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nixl ${WHEEL}, or point NIXL_LIB_DIR at the folder holding ${LIBRARY}`
 
-const addonSpec: NativeAddonSpec = {
-  packageName: PACKAGE,
-  moduleUrl: import.meta.url,
-  file: ADDON_FILE,
-  overrideEnv: "TENSORLANE_NIXL_ADDON",
-  fix: FIX_ADDON,
-}
+const addon = nativeAddon<NixlAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "nixl" })
 
 const librarySpec: NativeLibrarySpec = {
   library: LIBRARY,
@@ -45,8 +37,6 @@ const librarySpec: NativeLibrarySpec = {
 /** Candidate paths of libnixl_capi.so, in search order; the last entry is the bare name. */
 export const libraryCandidates = (): ReadonlyArray<string> => candidatesOf(librarySpec)
 
-const requireAddon = (): { readonly addon: NixlAddon; readonly path: string } => requireNativeAddon<NixlAddon>(addonSpec)
-
 let loaded: { readonly addon: NixlAddon; readonly library: string } | undefined
 
 /**
@@ -55,26 +45,26 @@ let loaded: { readonly addon: NixlAddon; readonly library: string } | undefined
  */
 export const loadNixl = (): { readonly addon: NixlAddon; readonly library: string } => {
   if (loaded !== undefined) return loaded
-  const { addon } = requireAddon()
-  const already = addon.loadedLibrary()
-  if (already !== undefined) return (loaded = { addon, library: already })
+  const native = addon.load().addon
+  const already = native.loadedLibrary()
+  if (already !== undefined) return (loaded = { addon: native, library: already })
   const settings = nixlSettings()
   const options = { env: settings.env, backendParams: settings.backendParams, progressDelayUs: settings.progressDelayUs }
-  const { path } = loadNativeLibrary(librarySpec, (library) => addon.load({ library, ...options }))
-  return (loaded = { addon, library: path })
+  const { path } = loadNativeLibrary(librarySpec, (library) => native.load({ library, ...options }))
+  return (loaded = { addon: native, library: path })
 }
 
 /** The addon, if NIXL is already loaded in this process (by any thread); never loads anything. */
 export const loadedNixl = (): NixlAddon | undefined => {
   if (loaded !== undefined) return loaded.addon
-  let addon: NixlAddon
+  let native: NixlAddon
   try {
-    addon = requireAddon().addon
+    native = addon.load().addon
   } catch {
     return undefined
   }
-  const library = addon.loadedLibrary()
+  const library = native.loadedLibrary()
   if (library === undefined) return undefined
-  loaded = { addon, library }
-  return addon
+  loaded = { addon: native, library }
+  return native
 }

@@ -1,16 +1,11 @@
 /**
- * How this process configures UCX and NIXL, from the environment. The defaults are the measured
- * choice recorded in README.md: UCX's default transports (cma for the bytes, tcp for wire-up) with
- * `ucx_error_handling_mode=peer`, which keeps dead-peer detection on at no measurable cost.
- *
- *   TENSORLANE_NIXL_ERROR_MODE       peer (default) | none
- *   TENSORLANE_NIXL_UCX_PARAMS       extra UCX backend parameters, "key=value,key=value"
- *   TENSORLANE_NIXL_PROGRESS_DELAY_US  poll timeout of NIXL's progress thread (default 100000; 0 spins)
- *   UCX_MODULES                      defaults to "^ib" (see below); UCX_TLS etc. pass through
- *   UCX_MEM_MMAP_HOOK_MODE           defaults to "reloc" (see below)
- *   UCX_LOG_FILE                     defaults to "stderr" (see below)
- *   UCX_NET_DEVICES                  defaults to "lo" (see below)
+ * How this process configures UCX and NIXL, from the environment (core's settings reader;
+ * docs/configuration.md lists every variable). The defaults are the measured choice recorded in
+ * README.md: UCX's default transports (cma for the bytes, tcp for wire-up) with
+ * `ucx_error_handling_mode=peer`, which keeps dead-peer detection on at no measurable cost. UCX's
+ * own variables (UCX_TLS, ...) pass through; four of them get a default below.
  */
+import { type Setting, choiceSetting, integerSetting, readSetting } from "@tensorlane/core/native"
 
 /**
  * UCX's ib module loads both the wheel's bundled libibverbs/libnl and the system's (Debian's
@@ -44,33 +39,42 @@ export const DEFAULT_ENV: Readonly<Record<string, string>> = {
 // defaults with setenv() right before it loads the library.
 for (const [key, value] of Object.entries(DEFAULT_ENV)) process.env[key] ??= value
 
+/** UCX's error handling for the backend: `peer` detects dead peers, `none` does not. */
+const ERROR_MODE = choiceSetting("TENSORLANE_NIXL_ERROR_MODE", ["peer", "none"], "peer")
+
+type Pair = readonly [string, string]
+
+/** More UCX backend parameters. */
+const UCX_PARAMS: Setting<ReadonlyArray<Pair>> = {
+  variable: "TENSORLANE_NIXL_UCX_PARAMS",
+  accepts: "key=value pairs separated by commas",
+  fallback: [],
+  parse: (raw) => {
+    const pairs = raw.split(",").map((item): Pair | undefined => {
+      const at = item.indexOf("=")
+      return at > 0 && item.slice(0, at).trim() !== "" ? [item.slice(0, at).trim(), item.slice(at + 1).trim()] : undefined
+    })
+    return pairs.every((pair) => pair !== undefined) ? (pairs as ReadonlyArray<Pair>) : undefined
+  },
+}
+
 /**
  * NIXL 1.5.1's progress thread sleeps in poll() on UCX's event descriptors with this timeout, so
  * incoming work wakes it at once and the timeout only sets how often an idle process wakes; 0 makes
  * it spin (a whole core per process, measured 94%). Idle wake-ups slow transfers elsewhere on the
  * machine: at 10 ms (100 a second) a nixl 64 MiB call took about 0.7 ms longer here (README).
  */
-const PROGRESS_DELAY_US = 100_000
+const PROGRESS_DELAY_US = integerSetting("TENSORLANE_NIXL_PROGRESS_DELAY_US", { min: 0, max: 60_000_000, fallback: 100_000, unit: "microseconds" })
 
 export interface NixlSettings {
   readonly env: Readonly<Record<string, string>>
-  readonly backendParams: ReadonlyArray<readonly [string, string]>
+  readonly backendParams: ReadonlyArray<Pair>
   readonly progressDelayUs: number
 }
 
-export const nixlSettings = (): NixlSettings => {
-  const errorMode = process.env.TENSORLANE_NIXL_ERROR_MODE ?? "peer"
-  if (errorMode !== "peer" && errorMode !== "none") {
-    throw new TypeError(`TENSORLANE_NIXL_ERROR_MODE must be "peer" or "none", got "${errorMode}"`)
-  }
-  const extra = (process.env.TENSORLANE_NIXL_UCX_PARAMS ?? "")
-    .split(",")
-    .filter((pair) => pair.includes("="))
-    .map((pair) => [pair.slice(0, pair.indexOf("=")).trim(), pair.slice(pair.indexOf("=") + 1).trim()] as const)
-  const delay = Number(process.env.TENSORLANE_NIXL_PROGRESS_DELAY_US ?? PROGRESS_DELAY_US)
-  return {
-    env: DEFAULT_ENV,
-    backendParams: [["ucx_error_handling_mode", errorMode], ...extra],
-    progressDelayUs: Number.isSafeInteger(delay) && delay >= 0 ? delay : PROGRESS_DELAY_US,
-  }
-}
+/** The settings now; InvalidSettingError for a value a variable does not accept. */
+export const nixlSettings = (): NixlSettings => ({
+  env: DEFAULT_ENV,
+  backendParams: [["ucx_error_handling_mode", readSetting(ERROR_MODE)], ...readSetting(UCX_PARAMS)],
+  progressDelayUs: readSetting(PROGRESS_DELAY_US),
+})

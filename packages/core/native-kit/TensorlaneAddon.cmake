@@ -1,17 +1,18 @@
 # The build every tensorlane native addon shares: cmake-js with Node-API 8 and node-addon-api, C++17,
-# one shared library `<name>.node` from the package's native/*.cc. An addon package's CMakeLists.txt
-# finds this file through node's resolution of @tensorlane/core and calls
+# one shared library `<name>.node` from the package's native/*.cc and the kit's tensorlane/*.cc. An
+# addon package's CMakeLists.txt finds this file through node's resolution of @tensorlane/core and
+# calls
 #   tensorlane_addon(<name> [LIBS <libraries to link>...])
 # then adds what is its own (find_package, extra include folders or definitions) to target <name>.
-# The addon's native code includes AddonFailure.h and RuntimeLibrary.h, which lie beside this file.
+# The addon's native code includes the kit as <tensorlane/Failure.h>, <tensorlane/Settler.h>, ...
 
 if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
 endif()
 find_package(Threads REQUIRED)
-# AddonFailure.h (the error type every addon shares) and RuntimeLibrary.h (libraries opened at run
-# time) lie beside this file.
-set(TENSORLANE_ADDON_INCLUDE ${CMAKE_CURRENT_LIST_DIR})
+# The kit (tensorlane/: failures, arguments, settings, settlers, runtime libraries) lies beside this
+# file; it is source, compiled into each addon.
+set(TENSORLANE_KIT ${CMAKE_CURRENT_LIST_DIR})
 
 function(tensorlane_addon name)
   cmake_parse_arguments(ADDON "" "" "LIBS" ${ARGN})
@@ -22,10 +23,10 @@ function(tensorlane_addon name)
     OUTPUT_VARIABLE node_addon_api_dir
     OUTPUT_STRIP_TRAILING_WHITESPACE
     COMMAND_ERROR_IS_FATAL ANY)
-  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/native/*.cc)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/native/*.cc ${TENSORLANE_KIT}/tensorlane/*.cc)
   add_library(${name} SHARED ${sources} ${CMAKE_JS_SRC})
   set_target_properties(${name} PROPERTIES PREFIX "" SUFFIX ".node" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-  target_include_directories(${name} PRIVATE ${CMAKE_JS_INC} ${node_addon_api_dir} ${TENSORLANE_ADDON_INCLUDE})
+  target_include_directories(${name} PRIVATE ${CMAKE_JS_INC} ${node_addon_api_dir} ${TENSORLANE_KIT})
   target_compile_definitions(${name} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS)
   target_compile_options(${name} PRIVATE -Wall -Wextra -fvisibility=hidden)
   target_link_libraries(${name} PRIVATE ${CMAKE_JS_LIB} Threads::Threads ${CMAKE_DL_LIBS} ${ADDON_LIBS})

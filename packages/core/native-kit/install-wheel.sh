@@ -2,8 +2,9 @@
 # Installs PyPI wheels of native libraries that tensorlane's packages load at run time into a
 # project-local folder, with --no-deps (none of their Python side is needed), and checks that the
 # files the loaders look for are there. Idempotent: when every wheel's dist-info and every required
-# file exist, nothing is done. Each package's scripts/install-wheel.sh calls it with its own wheels.
-#   bash tools/install-wheel.sh <target folder> <name==version>... -- <required file, relative to target>...
+# file exist, nothing is done. Each addon package's scripts/install-wheel.sh calls it with its own
+# wheels, finding it through node's resolution of @tensorlane/core/native-kit/install-wheel.sh.
+#   bash install-wheel.sh <target folder> <name==version>... -- <required file, relative to target>...
 set -euo pipefail
 target="$1"
 shift

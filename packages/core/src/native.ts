@@ -1,0 +1,16 @@
+/**
+ * `@tensorlane/core/native`: the TypeScript half of the kit that native packages share (the C++ half
+ * is native-kit/, compiled into each addon): loading the addon and the runtime libraries it opens,
+ * the typed error of each native failure, environment settings, and the status contract.
+ */
+export { nativeAddon, libraryCandidates, loadNativeLibrary, type AddonOptions, type NativeAddon, type NativeLibrarySpec } from "./NativeAddon.js"
+export {
+  isNativeFailure,
+  nativeError,
+  type FailureContext,
+  type FailureWording,
+  type NativeFailure,
+  type NativeFailureCode,
+} from "./NativeFailure.js"
+export { choiceSetting, integerSetting, readSetting, textSetting, timeoutSetting, type Setting } from "./Settings.js"
+export type { PackageStatus } from "./PackageStatus.js"
