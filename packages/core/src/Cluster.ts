@@ -333,7 +333,7 @@ export class Cluster implements AsyncDisposable {
     const n = this.nextActor.get(definition.name) ?? 0
     this.nextActor.set(definition.name, n + 1)
     const id = `${definition.name}-${n}`
-    // --expose-gc lets the host allocator trade a cheap collection for 64 MiB of page faults (Allocator.ts).
+    // --expose-gc lets the host memory cache trade a cheap collection for page faults (internal/hostMemoryCache.ts).
     const [command, ...args] = [...deathSignalLauncher(), process.execPath, ...flags, "--expose-gc", actorMainPath]
     const child = spawnProcess(command!, args, {
       stdio: ["ignore", "inherit", "inherit", "pipe"],

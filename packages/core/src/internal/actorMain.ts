@@ -5,7 +5,7 @@
 import * as net from "node:net"
 import { join } from "node:path"
 import { type ActorDefinition, isActorDefinition, methodOf } from "../Actor.js"
-import { recycleHostMemory } from "../Allocator.js"
+import { recycleHostMemory } from "../CpuMemory.js"
 import { CancelledError, InvalidArgumentError, MissingGroupError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import { type ActorContext, actorContext } from "../InActor.js"
 import { type ClusterIdentity, ObjectRef, type RefTracker } from "../ObjectRef.js"

@@ -3,7 +3,7 @@
  * stored object (producing), and turn an owner's ObjectInfo back into a value (consuming).
  */
 import * as v8 from "node:v8"
-import { currentAllocator } from "../Allocator.js"
+import { currentAllocator } from "../AllocatorScope.js"
 import { DeviceError, InvalidArgumentError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import type { GetOptions } from "../InActor.js"
 import { type ClusterIdentity, type ObjectRef, isObjectRef, requireRefOf, requireUsableRef } from "../ObjectRef.js"
