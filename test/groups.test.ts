@@ -13,6 +13,9 @@ import {
   type ObjectRef,
   start,
 } from "@tensorlane/core"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { dirname, join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { PairWorker } from "./fixtures/actors.ts"
 import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
@@ -25,6 +28,8 @@ let p2: ActorHandle<typeof PairWorker>
 const take = <T>(ref: ObjectRef<T>, options?: GetOptions) => takeFrom(cluster)(ref, options)
 
 const LARGE = 1 << 20
+/** A transport whose group creation gathers twice. */
+const TWO_ROUNDS = new URL("./fixtures/twoRoundGroups.mjs", import.meta.url).href
 
 /** Sum of a fresh tensor of `value`s made by `from` and summed by `to` over socketpair. */
 const moved = async (from: typeof p0, to: typeof p0, value: number): Promise<number> => {
@@ -37,7 +42,7 @@ const moved = async (from: typeof p0, to: typeof p0, value: number): Promise<num
 }
 
 beforeAll(async () => {
-  cluster = await start({ transports: [SOCKETPAIR] })
+  cluster = await start({ transports: [SOCKETPAIR, TWO_ROUNDS] })
   ;[p0, p1, p2] = await cluster.spawn(PairWorker, { count: 3 })
 }, 60_000)
 
@@ -49,7 +54,7 @@ describe("collective groups", () => {
     const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "pair" })
     expect(group.members).toEqual([p0.actorId, p1.actorId])
     expect(cluster.listGroups()).toEqual([{ name: "pair", backend: "socketpair", members: [p0.actorId, p1.actorId] }])
-    expect(cluster.transportNames).toEqual(["object-store", "socketpair"])
+    expect(cluster.transportNames).toEqual(["object-store", "socketpair", "two-rounds"])
     expect(await take(p1.groupRank("pair"))).toBe(1)
     expect((await cluster.inspect()).processes[p0.actorId].groups).toEqual(["pair"])
     for (const n of [8, 8192]) {
@@ -142,6 +147,28 @@ describe("allGather through the control plane", () => {
     const results = await Promise.all([p0, p1, p2].map((p, rank) => take(p.gather("late", `r${rank}`))))
     for (const result of results) expect(result).toEqual(["r0", "r1", "r2"])
     await group.destroy()
+  })
+
+  it("a transport may gather more than once to create a group; the members' own rounds come after", async () => {
+    const group = await cluster.createCollectiveGroup([p0, p1], { backend: "two-rounds", timeoutMs: 10_000 })
+    expect(await Promise.all([take(p0.gather(group.name, "r0")), take(p1.gather(group.name, "r1"))])).toEqual([["r0", "r1"], ["r0", "r1"]])
+    await group.destroy()
+  })
+
+  it("a member's group destroyed and made again under its name is another group: a gather in the old one fails", async () => {
+    const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
+    const when = join(fs.mkdtempSync(join(os.tmpdir(), "tensorlane-groups-test-")), "go")
+    const stale = take(p0.gatherWhen("again", "old", when)).catch((e: unknown) => e)
+    await sleep(200)
+    await group.destroy()
+    const again = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
+    const fresh = take(p1.gather("again", "p1"))
+    fs.writeFileSync(when, "")
+    expect(await stale).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
+    // The old group's blob joined no round of the new one: its first round waits for p0's own.
+    expect(await Promise.all([take(p0.gather("again", "p0")), fresh])).toEqual([["p0", "p1"], ["p0", "p1"]])
+    fs.rmSync(dirname(when), { recursive: true, force: true })
+    await again.destroy()
   })
 
   it("fails with MissingGroupError when the group is destroyed during a round, and outside any group", async () => {

@@ -49,9 +49,9 @@ const nanos = (epochMs: number): bigint => BigInt(Math.round(epochMs * 1e6))
 
 /**
  * Records a completed transfer: the metrics into the default registry (what `Metric.snapshot` reads
- * without a registry provided), directly, since running an Effect for three updates cost about 0.1
- * ms each time; and a `tensorlane.transfer` span through `tracer` (Effect's own when none is given),
- * timed as the receiver timed the transfer.
+ * without a registry provided), directly, since running an Effect for three updates costs far more
+ * than the updates; and a `tensorlane.transfer` span through `tracer` (Effect's own when none is
+ * given), timed as the receiver timed the transfer.
  */
 export const recordTransfer = (stat: TransferStat, tracer: Tracer.Tracer = Tracer.nativeTracer): void => {
   const [bytes, count, latency] = seriesOf(stat)

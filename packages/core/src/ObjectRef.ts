@@ -33,6 +33,11 @@ export const requireSameCluster = (holderCluster: ClusterIdentity, cluster: Clus
   if (cluster.closed) throw new ClusterClosedError({ message: `${what} belongs to a cluster that was shut down` })
 }
 
+/** Fails once the cluster is shut down (ClusterClosedError). */
+export const requireOpen = (cluster: ClusterIdentity): void => {
+  if (cluster.closed) throw new ClusterClosedError({ message: "the cluster is shut down" })
+}
+
 let clusterOf: (ref: ObjectRef<unknown>) => ClusterIdentity
 
 const collected = new FinalizationRegistry<{ tracker: RefTracker; objectId: string }>(({ tracker, objectId }) =>

@@ -2,7 +2,7 @@
  * The per-process store: primary copies of the objects this process produced (kept until the owner
  * frees them) and the copies it received for the calls that are running.
  */
-import { cpuAllocator } from "./Allocator.js"
+import { cpuAllocator } from "./CpuMemory.js"
 import { TimeoutError } from "./Errors.js"
 import type { Tensor } from "./Tensor.js"
 import { limitTimer } from "./internal/arguments.js"

@@ -112,8 +112,8 @@ export interface GroupSetup {
   readonly timeoutMs: number
   /**
    * Exchanges one blob per rank through tensorlane's control plane (e.g. pair addresses); resolves with
-   * all blobs by rank. One round per creation: a transport that needs to agree again later (once every
-   * rank mapped a segment, say) does so after creation, with `group(name).allGather` in the actors.
+   * all blobs by rank. Each call is a round of the group's all-gather, whose later rounds are
+   * `group(name).allGather` in the actors: every member makes the same calls in the same order.
    */
   readonly allGather: (blob: Uint8Array) => Promise<ReadonlyArray<Uint8Array>>
 }

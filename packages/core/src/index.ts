@@ -1,7 +1,9 @@
 export * from "./Errors.js"
 export * from "./Device.js"
 export * from "./DType.js"
-export { cpuAllocator, createCpuMemoryPool, withAllocator, type Allocator, type CpuMemoryPoolOptions, type MemoryPool, type Storage } from "./Allocator.js"
+export type { Allocator, MemoryPool, Storage } from "./Allocator.js"
+export { cpuAllocator, createCpuMemoryPool, type CpuMemoryPoolOptions } from "./CpuMemory.js"
+export { withAllocator } from "./AllocatorScope.js"
 export * from "./Tensor.js"
 export { ObjectRef, isObjectRef, type RefTracker } from "./ObjectRef.js"
 export {

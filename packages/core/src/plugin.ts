@@ -4,7 +4,8 @@
  * failures and settings are `@tensorlane/core/native`.
  */
 export * from "./Transport.js"
-export { currentAllocator, nextStorageId, registerDeviceAllocator, type DeviceAllocatorFactory } from "./Allocator.js"
+export type { DeviceAllocatorFactory } from "./Allocator.js"
+export { currentAllocator, nextStorageId, registerDeviceAllocator } from "./AllocatorScope.js"
 export { BlockAllocator, type Block } from "./BlockAllocator.js"
 export { checkShape, numelOf } from "./internal/layout.js"
 export { registerErrorClasses } from "./internal/wireError.js"

@@ -1,18 +1,21 @@
 /**
  * The transfer agent on its own (in this thread): a request for an object whose registration the main
  * thread posted but the agent has not taken in yet is served, because the agent takes in queued
- * commands first; an object never registered fails typed.
+ * commands first; an object never registered fails typed; its fetches from producers and the
+ * rendezvous of its groups fail with the connection they depend on, and only those.
  */
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import { join } from "node:path"
 import { afterEach, beforeEach, expect, it } from "vitest"
-import { Agent, type AgentCommand } from "../src/internal/agent.js"
-import { type Connection, connect } from "../src/internal/connection.js"
-import type { AgentReply } from "../src/internal/messages.js"
+import { Agent, type AgentCommand } from "../src/internal/agent/Agent.js"
+import { Connection, connect } from "../src/internal/connection.js"
+import type { AgentReply, AgentRequest } from "../src/internal/messages.js"
+import { tensorMeta } from "../src/internal/tensorMeta.js"
 import { toWireTensor } from "../src/internal/wireTensor.js"
 import { Tensor } from "../src/Tensor.js"
-import { finishCreations, held } from "./fixtures/heldGroups.ts"
+import { finishCreations, held, rendezvousFailures } from "./fixtures/heldGroups.ts"
 
 let dir: string
 let agent: Agent
@@ -46,8 +49,16 @@ afterEach(async () => {
   replies.length = 0
 })
 
+const until = async (condition: () => boolean, what: string): Promise<void> => {
+  const deadline = Date.now() + 5_000
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
 const nextReply = async () => {
-  while (replies.length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+  await until(() => replies.length > 0, "a reply")
   return replies.shift()!
 }
 
@@ -68,10 +79,11 @@ it("fails a request for an object never registered with ObjectFreedError", async
 })
 
 it("destroys a group that its owner destroyed while the transport was still connecting it, and fails its creation", async () => {
-  const setup = { name: "g", backend: "held-groups", rank: 0, worldSize: 1, members: ["producer"], timeoutMs: 10_000 }
+  const setup = { id: 1, name: "g", backend: "held-groups", rank: 0, worldSize: 1, members: ["producer"], timeoutMs: 10_000 }
   client.send({ _tag: "GroupCreate", reqId: 1, setup })
-  expect((await nextReply()).reply).toMatchObject({ _tag: "Gather", reqId: 1, group: "g" })
-  client.send({ _tag: "Gathered", reqId: 2, group: "g", blobs: [new Uint8Array([0])] })
+  const gather = (await nextReply()).reply
+  expect(gather).toMatchObject({ _tag: "AllGather", group: "g", groupId: 1 })
+  client.send({ _tag: "AllGathered", reqId: gather.reqId, blobs: [new Uint8Array([0])] })
   // Past the rendezvous, the transport connects: the owner gives up meanwhile.
   client.send({ _tag: "GroupDestroy", reqId: 3, name: "g", backend: "held-groups" })
   expect((await nextReply()).reply).toMatchObject({ _tag: "Done", reqId: 3 })
@@ -79,4 +91,59 @@ it("destroys a group that its owner destroyed while the transport was still conn
   expect((await nextReply()).reply).toMatchObject({ _tag: "Failed", reqId: 1, error: { tag: "TransferError", message: expect.stringMatching(/abandoned/) } })
   expect(held).toEqual(new Set())
   expect(await agent.command({ op: "inspect" })).toMatchObject({ groups: [] })
+})
+
+it("fails a group's rendezvous at once when the connection that asked for the group closes", async () => {
+  const setup = { id: 2, name: "h", backend: "held-groups", rank: 0, worldSize: 1, members: ["producer"], timeoutMs: 60_000 }
+  client.send({ _tag: "GroupCreate", reqId: 1, setup })
+  expect((await nextReply()).reply).toMatchObject({ _tag: "AllGather", group: "h" })
+  const failures = rendezvousFailures.length
+  client.close()
+  await until(() => rendezvousFailures.length > failures, "the rendezvous to fail")
+  expect(rendezvousFailures.at(-1)).toMatchObject({ _tag: "TransferError" })
+})
+
+it("a producer's connection that closes fails the fetches from that producer only", async () => {
+  const asked = new Map<string, { connection: Connection; reqId: number }>()
+  const servers = await Promise.all(
+    ["a", "b"].map(async (name) => {
+      const server = net.createServer((socket) => {
+        new Connection(socket, { onFrame: (frame, connection) => asked.set(name, { connection, reqId: (frame.header as AgentRequest).reqId }) })
+      })
+      await new Promise<void>((resolve) => server.listen(join(dir, `${name}.sock`), resolve))
+      return server
+    }),
+  )
+  try {
+    const receive = (producer: string, into: Tensor) =>
+      agent.command({
+        op: "receive",
+        info: {
+          objectId: `${producer}.1`,
+          producer,
+          producerAddress: join(dir, `${producer}.sock`),
+          transport: "object-store",
+          skeleton: new Uint8Array(0),
+          tensors: [tensorMeta(into)],
+          refs: [],
+        },
+        via: "object-store",
+        into: [toWireTensor(into)],
+        consumer: "producer",
+        timeoutMs: 10_000,
+        collective: false,
+      })
+    const [intoA, intoB] = [Tensor.zeros([4], { dtype: "uint8" }), Tensor.zeros([4], { dtype: "uint8" })]
+    const fromA = receive("a", intoA).catch((error: unknown) => error)
+    const fromB = receive("b", intoB)
+    await until(() => asked.size === 2, "both fetches")
+    asked.get("a")!.connection.close()
+    expect(await fromA).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("a.sock") })
+    const b = asked.get("b")!
+    b.connection.send({ _tag: "Data", reqId: b.reqId, tensors: [tensorMeta(intoB)] } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
+    await fromB
+    expect([...intoB.typedArray()]).toEqual([1, 2, 3, 4])
+  } finally {
+    for (const server of servers) server.close()
+  }
 })

@@ -2,16 +2,9 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { Worker } from "node:worker_threads"
 import { describe, expect, it } from "vitest"
-import {
-  cpuAllocator,
-  createCpuMemoryPool,
-  currentAllocator,
-  nextStorageId,
-  registerDeviceAllocator,
-  withAllocator,
-  type Allocator,
-  type Storage,
-} from "../src/Allocator.js"
+import type { Allocator, Storage } from "../src/Allocator.js"
+import { currentAllocator, nextStorageId, registerDeviceAllocator, withAllocator } from "../src/AllocatorScope.js"
+import { cpuAllocator, createCpuMemoryPool } from "../src/CpuMemory.js"
 import { deviceIndex, isCuda, parseDevice, type Device } from "../src/Device.js"
 import {
   DeviceError,

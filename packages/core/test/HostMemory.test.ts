@@ -1,5 +1,5 @@
 /**
- * The default host allocator's recycling of large storages (Allocator.ts, HostMemoryCache): fresh
+ * The default host allocator's recycling of large storages (internal/hostMemoryCache.ts): fresh
  * memory while fewer than a size's allowance of blocks (two at first) are out, a collection on a miss
  * beyond that, and idle collections, once a size has its allowance out and none idle, that leave the
  * dropped memory waiting, warm, for the next allocations and raise the allowance. Recycled memory is
@@ -8,7 +8,7 @@
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { cpuAllocator, recycleHostMemory } from "../src/Allocator.js"
+import { cpuAllocator, recycleHostMemory } from "../src/CpuMemory.js"
 
 // Small enough that V8's own external-memory heuristics start no collection during a test.
 const BYTES = 4 << 20

@@ -15,14 +15,14 @@ const gc = (() => {
 })()
 const nextJob = () => new Promise((resolve) => setImmediate(resolve))
 
-let allocator: typeof import("../src/Allocator.js")
+let allocator: typeof import("../src/CpuMemory.js")
 
 beforeAll(async () => {
   ;(globalThis as { gc?: () => void }).gc = gc
   // Room for three blocks of the first size, or two of the second.
   vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", String(12 * MiB))
   vi.resetModules()
-  allocator = await import("../src/Allocator.js")
+  allocator = await import("../src/CpuMemory.js")
 })
 
 afterAll(() => {

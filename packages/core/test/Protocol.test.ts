@@ -120,7 +120,7 @@ describe("message decoders", () => {
     ["a Fetch with a string reqId", decodeAgentRequest, { _tag: "Fetch", reqId: "1", objectId: "x" }],
     ["a Fetch with a numeric objectId", decodeAgentRequest, { _tag: "Fetch", reqId: 1, objectId: 7 }],
     ["a Send without a group", decodeAgentRequest, { _tag: "Send", reqId: 1, objectId: "x", transport: "t", to: "a", toRank: 1, timeoutMs: 1 }],
-    ["a Gathered with strings for blobs", decodeAgentRequest, { _tag: "Gathered", reqId: 1, group: "g", blobs: ["a"] }],
+    ["an AllGathered with strings for blobs", decodeAgentRequest, { _tag: "AllGathered", reqId: 1, blobs: ["a"] }],
     ["a GroupCreate with a setup of the wrong shape", decodeAgentRequest, { _tag: "GroupCreate", reqId: 1, setup: { name: "g" } }],
     ["a reply sent as a request", decodeAgentRequest, { _tag: "Done", reqId: 1 }],
     ["a Data reply with malformed tensor metas", decodeAgentReply, { _tag: "Data", reqId: 1, tensors: [{ dtype: 1 }] }],

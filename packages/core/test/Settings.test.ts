@@ -65,7 +65,7 @@ describe("core's own setting", () => {
   it("TENSORLANE_HOST_CACHE_BYTES refuses what is not a byte count instead of falling back quietly", async () => {
     vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", "1GiB")
     vi.resetModules()
-    await expect(import("../src/Allocator.js")).rejects.toMatchObject({
+    await expect(import("../src/CpuMemory.js")).rejects.toMatchObject({
       _tag: "InvalidSettingError",
       variable: "TENSORLANE_HOST_CACHE_BYTES",
       value: "1GiB",

@@ -1,14 +1,8 @@
 import { inspect } from "node:util"
 import { describe, expect, it } from "vitest"
-import {
-  cpuAllocator,
-  createCpuMemoryPool,
-  nextStorageId,
-  registerDeviceAllocator,
-  withAllocator,
-  type Allocator,
-  type Storage,
-} from "../src/Allocator.js"
+import type { Allocator, Storage } from "../src/Allocator.js"
+import { nextStorageId, registerDeviceAllocator, withAllocator } from "../src/AllocatorScope.js"
+import { cpuAllocator, createCpuMemoryPool } from "../src/CpuMemory.js"
 import type { Device } from "../src/Device.js"
 import { dtypeNames, type DType } from "../src/DType.js"
 import { DeviceError, DTypeError, ShapeError } from "../src/Errors.js"

@@ -1,9 +1,11 @@
 /** The main thread's side of its process's transfer agent. */
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
-import type { AgentCommand, AgentEvent, AgentWorkerData } from "./agent.js"
+import type { AgentCommand, AgentWorkerData } from "./agent/Agent.js"
+import type { AgentEvent } from "./agent/Memberships.js"
 import type { WireError } from "./messages.js"
 import { TransferError } from "../Errors.js"
+import { Requests } from "./requests.js"
 import { fromWireError } from "./wireError.js"
 
 type Reply =
@@ -20,10 +22,9 @@ export interface Transfer {
 }
 
 export class AgentClient {
-  private readonly calls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
+  private readonly calls = new Requests<unknown>()
   /** Transfers the agent ran, by command id, until their transport no longer writes their tensors. */
   private readonly releases = new Map<number, () => void>()
-  private nextId = 1
   private dead: Error | undefined
 
   private constructor(
@@ -62,18 +63,13 @@ export class AgentClient {
   }
 
   private settle(reply: { id: number; value?: unknown; error?: WireError }): void {
-    const call = this.calls.get(reply.id)
-    if (call === undefined) return
-    this.calls.delete(reply.id)
+    this.calls.answer(reply.id, reply.error, reply.value, { actor: "agent", method: "command" })
     if (this.calls.size === 0) this.worker.unref()
-    if (reply.error !== undefined) call.reject(fromWireError(reply.error, { actor: "agent", method: "command" }))
-    else call.resolve(reply.value)
   }
 
   private failAll(error: Error): void {
     this.dead ??= error
-    for (const call of this.calls.values()) call.reject(error)
-    this.calls.clear()
+    this.calls.failAll(error)
     // Nobody is left to say that a failed transfer's tensors are free again: they stay quarantined.
     this.releases.clear()
   }
@@ -99,15 +95,16 @@ export class AgentClient {
     return { done: reply, released: () => released }
   }
 
-  /** Posts a command to the agent; no id when the agent is gone (nothing was posted). */
+  /** Posts a command to the agent; no id when nothing was posted (the agent is gone, or the command cannot be cloned). */
   private post<A>(command: AgentCommand): { id: number | undefined; reply: Promise<A> } {
     if (this.dead !== undefined) return { id: undefined, reply: Promise.reject(this.dead) }
-    const id = this.nextId++
-    const reply = new Promise<A>((resolve, reject) => {
-      if (this.calls.size === 0) this.worker.ref()
-      this.calls.set(id, { resolve: resolve as (v: unknown) => void, reject })
-      this.worker.postMessage({ id, command })
-    })
+    let id: number | undefined
+    const reply = this.calls.request((reqId) => {
+      id = reqId
+      this.worker.postMessage({ id: reqId, command })
+    }) as Promise<A>
+    // Referenced while a command waits for its answer (one that could not be posted waits for none).
+    if (this.calls.size === 1) this.worker.ref()
     return { id, reply }
   }
 

@@ -1,6 +1,6 @@
 /** Entry point of the transfer agent worker thread. */
 import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
-import { Agent, type AgentCommand, type AgentWorkerData } from "./agent.js"
+import { Agent, type AgentCommand, type AgentWorkerData } from "./agent/Agent.js"
 import type { BufferUse } from "./quarantine.js"
 import { toWireError } from "./wireError.js"
 

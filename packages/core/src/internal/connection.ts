@@ -99,6 +99,23 @@ export class Connection {
   }
 }
 
+/**
+ * An `onFrame` handler that validates every header with `decode` (a peer can send anything) and drops
+ * a peer that sends one that is malformed.
+ */
+export const decoded =
+  <M>(decode: (header: unknown) => M, handle: (message: M, frame: Frame, connection: Connection) => void) =>
+  (frame: Frame, connection: Connection): void => {
+    let message: M
+    try {
+      message = decode(frame.header)
+    } catch (error) {
+      connection.close(error as Error)
+      return
+    }
+    handle(message, frame, connection)
+  }
+
 const readerOf = (handlers: ConnectionHandlers, onFrame: (frame: Frame) => void): FrameReader =>
   new FrameReader(onFrame, handlers.bodyDestinations, handlers.maxBodyBytes, handlers.maxHeaderBytes)
 

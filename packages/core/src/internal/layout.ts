@@ -1,7 +1,8 @@
 /**
- * Shapes and strides: validation strict enough for metadata received from peers, and the strided
- * walk in logical (row-major) order that every CPU op uses.
+ * Shapes and strides: validation strict enough for metadata received from peers, the strided walk in
+ * logical (row-major) order that every CPU op uses, and the layouts of a tensor's views.
  */
+import type { DTypeInfo } from "../DType.js"
 import { ShapeError } from "../Errors.js"
 
 /** More dimensions than this is treated as hostile input (NumPy's limit). */
@@ -145,3 +146,114 @@ export const forEachIndex = (
   offset: number,
   fn: (index: number) => void,
 ): void => forEachPair(shape, strides, offset, strides, offset, fn)
+
+/** Shape of `view`/`reshape`: at most one -1, inferred from the element count. */
+export const inferShape = (shape: unknown, numel: number): Array<number> => {
+  if (!Array.isArray(shape)) return fail(`shape must be an array, got ${describe(shape)}`)
+  const inferred = shape.indexOf(-1)
+  if (inferred !== shape.lastIndexOf(-1)) return fail(`only one dimension can be -1 in ${describe(shape)}`)
+  const known = checkShape(shape.map((d, i) => (i === inferred ? 1 : d)))
+  const product = numelOf(known)
+  if (inferred >= 0) {
+    if (product === 0 || numel % product !== 0) return fail(`cannot infer the -1 of ${describe(shape)} for ${numel} elements`)
+    known[inferred] = numel / product
+  } else if (product !== numel) {
+    return fail(`shape ${describe(shape)} has ${product} elements, the tensor has ${numel}`)
+  }
+  return known
+}
+
+/** Python slice bound: negative counts from the end, then clamped to [0, size]. */
+export const clampBound = (i: number, size: number): number => (i < 0 ? Math.max(i + size, 0) : Math.min(i, size))
+
+/** Bytes of a contiguous tensor of `shape`; ShapeError past 2^53 - 1. */
+export const byteLengthOf = (shape: ReadonlyArray<number>, info: DTypeInfo): number => {
+  const n = numelOf(shape) * info.itemSize
+  if (!Number.isSafeInteger(n)) return fail(`shape ${describe(shape)} of ${info.name} has more than 2^53 - 1 bytes`)
+  return n
+}
+
+/** Where a view lies in its storage: its dimensions, their strides and its first element, in elements. */
+export interface ViewLayout {
+  readonly shape: ReadonlyArray<number>
+  readonly strides: ReadonlyArray<number>
+  readonly offset: number
+}
+
+/**
+ * The layout of a view over `byteLength` bytes of storage (typically memory received from a peer):
+ * shape, strides and offset validated, and every element inside the storage.
+ */
+export const viewInStorage = (
+  requested: { readonly shape: unknown; readonly strides?: unknown; readonly offset?: unknown },
+  info: DTypeInfo,
+  storageBytes: unknown,
+): ViewLayout => {
+  const shape = checkShape(requested.shape)
+  const byteLength = checkIndex(storageBytes, "storage byteLength")
+  let strides = contiguousStrides(shape)
+  if (requested.strides !== undefined) {
+    if (!Array.isArray(requested.strides) || requested.strides.length !== shape.length) {
+      return fail(`strides ${describe(requested.strides)} do not match shape ${describe(shape)}`)
+    }
+    strides = requested.strides.map((s: unknown, i) => checkIndex(s, `stride ${i}`))
+  }
+  const offset = checkIndex(requested.offset ?? 0, "offset")
+  byteLengthOf(shape, info)
+  const capacity = Math.floor(byteLength / info.itemSize)
+  const last = lastElementIndex(shape, strides, offset)
+  if (last >= capacity || offset > capacity) {
+    return fail(
+      `view with shape ${describe(shape)}, strides ${describe(strides)} and offset ${offset} of ${info.name} does not fit in storage of ${byteLength} bytes`,
+    )
+  }
+  return { shape, strides, offset }
+}
+
+/** An index along a dimension of `size` (negative counts from the end), or ShapeError. */
+export const checkPosition = (index: number, dim: number, size: number): number => {
+  const i = checkInteger(index, `index for dim ${dim}`)
+  const p = i < 0 ? i + size : i
+  if (p < 0 || p >= size) return fail(`index ${i} is out of range for dim ${dim} of size ${size}`)
+  return p
+}
+
+/** The storage index of the element at `indices`, one per dimension. */
+export const storageIndexOf = (view: ViewLayout, indices: ReadonlyArray<number>): number => {
+  if (!Array.isArray(indices) || indices.length !== view.shape.length) {
+    return fail(`expected ${view.shape.length} indices for shape ${describe(view.shape)}, got ${describe(indices)}`)
+  }
+  return indices.reduce((at: number, index, d) => at + checkPosition(index, d, view.shape[d]) * view.strides[d], view.offset)
+}
+
+/** The view `[start:end:step]` along `dim` (negative indices count from the end; step > 0). */
+export const sliceView = (view: ViewLayout, dim: number, start: number, end: number | undefined, step: number): ViewLayout => {
+  const d = normalizeDim(dim, view.shape.length)
+  const size = view.shape[d]
+  const s = clampBound(checkInteger(start, "slice start"), size)
+  const e = clampBound(end === undefined ? size : checkInteger(end, "slice end"), size)
+  if (checkInteger(step, "slice step") <= 0) return fail(`slice step must be positive, got ${step}`)
+  const shape = [...view.shape]
+  const strides = [...view.strides]
+  shape[d] = e > s ? Math.ceil((e - s) / step) : 0
+  strides[d] *= step
+  return { shape, strides, offset: view.offset + s * view.strides[d] }
+}
+
+/** The view at `index` along `dim`, which is removed. */
+export const selectView = (view: ViewLayout, dim: number, index: number): ViewLayout => {
+  const d = normalizeDim(dim, view.shape.length)
+  const i = checkPosition(index, d, view.shape[d])
+  return { shape: view.shape.filter((_, k) => k !== d), strides: view.strides.filter((_, k) => k !== d), offset: view.offset + i * view.strides[d] }
+}
+
+/** The view with dimensions `dim0` and `dim1` swapped. */
+export const transposeView = (view: ViewLayout, dim0: number, dim1: number): ViewLayout => {
+  const a = normalizeDim(dim0, view.shape.length)
+  const b = normalizeDim(dim1, view.shape.length)
+  const shape = [...view.shape]
+  const strides = [...view.strides]
+  ;[shape[a], shape[b]] = [shape[b], shape[a]]
+  ;[strides[a], strides[b]] = [strides[b], strides[a]]
+  return { shape, strides, offset: view.offset }
+}

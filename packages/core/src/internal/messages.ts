@@ -58,6 +58,11 @@ export const TransferStat = Schema.Struct({
 export type TransferStat = typeof TransferStat.Type
 
 export const GroupSetup = Schema.Struct({
+  /**
+   * The driver's number for the group: one destroyed and made again under its name is another group,
+   * whose all-gather rounds a late blob of the old one must not join.
+   */
+  id: Schema.Number,
   name: Schema.String,
   backend: Schema.String,
   rank: Schema.Number,
@@ -66,6 +71,17 @@ export const GroupSetup = Schema.Struct({
   timeoutMs: Schema.Number,
 })
 export type GroupSetup = typeof GroupSetup.Type
+
+/**
+ * One member's blob for a round of its group's all-gather, to the driver: from its agent while its
+ * transport creates the group (the rendezvous), from its main thread for `group(name).allGather`.
+ */
+const AllGather = Schema.TaggedStruct("AllGather", { reqId: Schema.Number, group: Schema.String, groupId: Schema.Number, blob: Bytes, timeoutMs: Schema.Number })
+export type AllGather = typeof AllGather.Type
+
+/** The driver's answer to an AllGather: every member's blob of the round, by rank, or why the round failed. */
+const AllGathered = Schema.TaggedStruct("AllGathered", { reqId: Schema.Number, blobs: Schema.optional(Schema.Array(Bytes)), error: Schema.optional(WireError) })
+export type AllGathered = typeof AllGathered.Type
 
 // Driver -> actor main thread.
 export const ToActor = Schema.Union([
@@ -105,7 +121,7 @@ export const ToActor = Schema.Union([
   Schema.TaggedStruct("Inspect", { reqId: Schema.Number }),
   /** Receive an object ahead of the calls that use it and keep it until it is freed (cluster.broadcast). */
   Schema.TaggedStruct("Prefetch", { reqId: Schema.Number, info: ObjectInfo, collective: Schema.Boolean }),
-  Schema.TaggedStruct("AllGathered", { reqId: Schema.Number, blobs: Schema.optional(Schema.Array(Bytes)), error: Schema.optional(WireError) }),
+  AllGathered,
   /** Another process died: end the transfers this main thread runs with it. */
   Schema.TaggedStruct("PeerDied", { peer: Id }),
   Schema.TaggedStruct("Shutdown", {}),
@@ -137,8 +153,7 @@ export const FromActor = Schema.Union([
   Schema.TaggedStruct("DropRefs", { objectIds: Schema.Array(Id) }),
   Schema.TaggedStruct("Inspection", { reqId: Schema.Number, inspection: ActorInspection }),
   Schema.TaggedStruct("Prefetched", { reqId: Schema.Number, error: Schema.optional(WireError), transfers: Schema.Array(TransferStat) }),
-  /** One member's blob for `group(name).allGather`. */
-  Schema.TaggedStruct("AllGather", { reqId: Schema.Number, group: Schema.String, blob: Bytes, timeoutMs: Schema.Number }),
+  AllGather,
 ])
 export type FromActor = typeof FromActor.Type
 
@@ -149,7 +164,7 @@ export type FromActor = typeof FromActor.Type
  */
 export const MAX_AGENT_REQUEST_BYTES = 1024 * 1024
 
-// Between agents (and from the driver to agents): requests carry a reqId, answers echo it.
+// To an agent, from peer agents and the driver: requests carry a reqId, replies echo it.
 export const AgentRequest = Schema.Union([
   Schema.TaggedStruct("Fetch", { reqId: Schema.Number, objectId: Id }),
   Schema.TaggedStruct("Send", {
@@ -170,18 +185,19 @@ export const AgentRequest = Schema.Union([
   Schema.TaggedStruct("CancelSend", { reqId: Schema.Number, objectId: Id, transport: Schema.String, to: Id }),
   Schema.TaggedStruct("GroupCreate", { reqId: Schema.Number, setup: GroupSetup }),
   Schema.TaggedStruct("GroupDestroy", { reqId: Schema.Number, name: Schema.String, backend: Schema.String }),
-  Schema.TaggedStruct("Gathered", { reqId: Schema.Number, group: Schema.String, blobs: Schema.Array(Bytes) }),
+  AllGathered,
   Schema.TaggedStruct("PeerDied", { reqId: Schema.Number, peer: Id }),
   /** The root's half of a collective broadcast of an object to the whole group. */
   Schema.TaggedStruct("Broadcast", { reqId: Schema.Number, objectId: Id, group: Schema.String, root: Schema.Number, timeoutMs: Schema.Number }),
 ])
 export type AgentRequest = typeof AgentRequest.Type
 
+// From an agent over a connection made to it: replies, and (to the driver) its blobs of a group's rendezvous.
 export const AgentReply = Schema.Union([
   Schema.TaggedStruct("Data", { reqId: Schema.Number, tensors: Schema.Array(TensorMeta) }),
   Schema.TaggedStruct("Done", { reqId: Schema.Number }),
   Schema.TaggedStruct("Failed", { reqId: Schema.Number, error: WireError }),
-  Schema.TaggedStruct("Gather", { reqId: Schema.Number, group: Schema.String, rank: Schema.Number, blob: Bytes }),
+  AllGather,
 ])
 export type AgentReply = typeof AgentReply.Type
 

@@ -3,25 +3,24 @@
  * stored object (producing), and turn an owner's ObjectInfo back into a value (consuming).
  */
 import * as v8 from "node:v8"
-import { currentAllocator } from "../Allocator.js"
 import { DeviceError, InvalidArgumentError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import type { GetOptions } from "../InActor.js"
 import { type ClusterIdentity, type ObjectRef, isObjectRef, requireRefOf, requireUsableRef } from "../ObjectRef.js"
-import { Tensor } from "../Tensor.js"
-import type { TensorStore } from "../TensorStore.js"
+import type { Tensor } from "../Tensor.js"
+import { TensorStore } from "../TensorStore.js"
 import type { TensorTransport } from "../Transport.js"
-import type { AgentClient, Transfer } from "./agentClient.js"
+import type { AgentEvent } from "./agent/Memberships.js"
+import { AgentClient, type Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
-import type { ActorInspection, ObjectInfo, TensorMeta, TransferStat } from "./messages.js"
+import type { ActorInspection, ObjectInfo, TransferStat } from "./messages.js"
 import { PendingTransfers } from "./pendingTransfers.js"
 import { BufferUse, quarantine } from "./quarantine.js"
 import { type ReceiveObject, receiveLabel, receiveObject } from "./receiveObject.js"
-import { checkReceived, tensorMeta, validateMeta } from "./tensorMeta.js"
-import { objectStoreName, unknownTransport } from "./transportRegistry.js"
+import { allocateFor, checkReceived, concatBytes, tensorMeta, tensorsFromBytes, validateMeta } from "./tensorMeta.js"
+import { loadTransports, objectStoreName, unknownTransport } from "./transportRegistry.js"
 import { decodeValue, encodeValue } from "./valueCodec.js"
 import { settledWithin } from "./waits.js"
 import { toWireTensor } from "./wireTensor.js"
-import { parseDevice } from "../Device.js"
 import { checkTimeout, describe } from "./arguments.js"
 
 /** Object-store values up to this many tensor bytes travel inside the owner's messages. */
@@ -53,6 +52,22 @@ export interface Resolved {
   readonly stat: TransferStat | undefined
 }
 
+/** What starting the runtime of a process (the driver, or an actor) takes. */
+export interface RuntimeStart {
+  readonly processId: string
+  readonly cluster: ClusterIdentity
+  /** Where its agent listens. */
+  readonly address: string
+  /** Transport specifiers, loaded by both threads. */
+  readonly transports: ReadonlyArray<string>
+  /** The driver's pid in actors, whose agent ends the process once the driver is gone. */
+  readonly parentPid: number | undefined
+  readonly makeRef: (objectId: string) => ObjectRef<unknown>
+  /** Hears of the groups the process is a member of, whenever they change. */
+  readonly onEvent?: (event: AgentEvent) => void
+  readonly whileReceiving?: () => void
+}
+
 export class ProcessRuntime {
   private nextObject = 1
   /** Receives this thread runs itself (transports that work on any thread). */
@@ -72,6 +87,25 @@ export class ProcessRuntime {
     /** Runs once a transfer into this process is under way and this thread only waits for it. */
     private readonly whileReceiving: () => void = () => {},
   ) {}
+
+  /**
+   * Starts a process's runtime: the main thread's transports, then its agent, which loads its own.
+   * Both threads need them. The agent sends, runs collectives and groups, and receives over
+   * transports that work on one thread only. The main thread reads their capabilities before any
+   * message goes out, registers and receives over those that work on any thread without a round trip
+   * to its agent, and allocates the tensors a transfer fills with the allocators a transport module
+   * registers as it loads (transport-nccl's CUDA memory). A thread imports each module once.
+   */
+  static async start(options: RuntimeStart): Promise<ProcessRuntime> {
+    const transports = await loadTransports(options.transports, {
+      fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
+    })
+    const agent = await AgentClient.start(
+      { processId: options.processId, address: options.address, transports: options.transports, parentPid: options.parentPid },
+      options.onEvent ?? (() => undefined),
+    )
+    return new ProcessRuntime(options.processId, options.cluster, agent, new TensorStore(), transports, options.makeRef, options.whileReceiving)
+  }
 
   transport(name: string): TensorTransport {
     const transport = this.transports.get(name)
@@ -303,7 +337,7 @@ export class ProcessRuntime {
     if (options.target !== undefined && !this.transport(via).capabilities.receiveIntoBuffers) {
       throw new UnsupportedOperationError({ message: `transport "${via}" cannot receive into target buffers` })
     }
-    const into = options.target ?? allocate(metas)
+    const into = options.target ?? allocateFor(metas)
     const request = { info, via, into, consumer: this.processId, collective: options.collective ?? false }
     const viaTransport = this.transport(via)
     const started = performance.now()
@@ -386,46 +420,6 @@ const warnUnanswered =
   (what: string) =>
   (error: Error): void =>
     process.emitWarning(`${what}: ${error.message}`, "TensorlaneWarning")
-
-/**
- * Tensors holding `bytes`, the concatenated contents of tensors described by `metas` (inline values,
- * tensors passed by value): into `target` when given, else into new storage.
- */
-export const tensorsFromBytes = (
-  metas: ReadonlyArray<TensorMeta>,
-  bytes: Uint8Array,
-  what: string,
-  target?: ReadonlyArray<Tensor>,
-): ReadonlyArray<Tensor> => {
-  const total = metas.reduce((n, m) => n + m.nbytes, 0)
-  if (bytes.byteLength !== total) {
-    throw new ProtocolError({ message: `${what} carries ${bytes.byteLength} bytes of tensors, ${total} expected` })
-  }
-  const into = target ?? allocate(metas)
-  let offset = 0
-  for (const t of into) {
-    t.storage.bytes.set(bytes.subarray(offset, offset + t.nbytes), t.byteOffset)
-    offset += t.nbytes
-  }
-  return into
-}
-
-const allocate = (metas: ReadonlyArray<TensorMeta>): Array<Tensor> =>
-  metas.map((m) => {
-    const device = parseDevice(m.device)
-    const storage = currentAllocator(device).allocate(m.nbytes)
-    return Tensor.fromStorage(storage, { dtype: m.dtype as Tensor["dtype"], shape: m.shape })
-  })
-
-const concatBytes = (tensors: ReadonlyArray<Tensor>, total: number): Uint8Array => {
-  const out = new Uint8Array(total)
-  let offset = 0
-  for (const t of tensors) {
-    out.set(t.contiguousBytes(), offset)
-    offset += t.nbytes
-  }
-  return out
-}
 
 const missingTensor = (index: number, count: number): never => {
   throw new ProtocolError({ message: `a value refers to tensor ${index} but its object has ${count}` })

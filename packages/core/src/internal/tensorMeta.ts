@@ -1,8 +1,12 @@
-/** Tensor metadata on the wire, and the checks every received tensor passes. */
+/**
+ * Tensor metadata on the wire, the checks every received tensor passes, and the tensors it describes:
+ * allocated to receive into, or filled from the concatenated bytes of a message.
+ */
+import { currentAllocator } from "../AllocatorScope.js"
 import { parseDevice } from "../Device.js"
 import { DTypes, isDType } from "../DType.js"
 import { ProtocolError, ShapeError } from "../Errors.js"
-import type { Tensor } from "../Tensor.js"
+import { Tensor } from "../Tensor.js"
 import type { TensorMeta } from "./messages.js"
 
 export const tensorMeta = (tensor: Tensor): TensorMeta => ({
@@ -57,4 +61,46 @@ export const metaMismatch = (expected: ReadonlyArray<TensorMeta>, got: ReadonlyA
 export const checkReceived = (expected: ReadonlyArray<TensorMeta>, into: ReadonlyArray<Tensor>): void => {
   const mismatch = metaMismatch(expected, into.map(tensorMeta))
   if (mismatch !== undefined) throw new ShapeError({ message: mismatch })
+}
+
+/** New tensors of the shapes, dtypes and devices `metas` describe, from the current allocators. */
+export const allocateFor = (metas: ReadonlyArray<TensorMeta>): Array<Tensor> =>
+  metas.map((m) => {
+    const device = parseDevice(m.device)
+    const storage = currentAllocator(device).allocate(m.nbytes)
+    return Tensor.fromStorage(storage, { dtype: m.dtype as Tensor["dtype"], shape: m.shape })
+  })
+
+/**
+ * Tensors holding `bytes`, the concatenated contents of tensors described by `metas` (inline values,
+ * tensors passed by value): into `target` when given, else into new storage.
+ */
+export const tensorsFromBytes = (
+  metas: ReadonlyArray<TensorMeta>,
+  bytes: Uint8Array,
+  what: string,
+  target?: ReadonlyArray<Tensor>,
+): ReadonlyArray<Tensor> => {
+  const total = metas.reduce((n, m) => n + m.nbytes, 0)
+  if (bytes.byteLength !== total) {
+    throw new ProtocolError({ message: `${what} carries ${bytes.byteLength} bytes of tensors, ${total} expected` })
+  }
+  const into = target ?? allocateFor(metas)
+  let offset = 0
+  for (const t of into) {
+    t.storage.bytes.set(bytes.subarray(offset, offset + t.nbytes), t.byteOffset)
+    offset += t.nbytes
+  }
+  return into
+}
+
+/** The bytes of `tensors` (`total` of them together), concatenated in order. */
+export const concatBytes = (tensors: ReadonlyArray<Tensor>, total: number): Uint8Array => {
+  const out = new Uint8Array(total)
+  let offset = 0
+  for (const t of tensors) {
+    out.set(t.contiguousBytes(), offset)
+    offset += t.nbytes
+  }
+  return out
 }

@@ -2,7 +2,8 @@
  * Tensors handed between the main thread and the transfer agent of one process: the memory is
  * shared (SharedArrayBuffer), only the view description is copied.
  */
-import { cpuAllocator, type Storage } from "../Allocator.js"
+import type { Storage } from "../Allocator.js"
+import { cpuAllocator } from "../CpuMemory.js"
 import type { Device } from "../Device.js"
 import type { DType } from "../DType.js"
 import { DeviceError } from "../Errors.js"

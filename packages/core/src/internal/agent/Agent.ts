@@ -6,28 +6,20 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
-import { MissingGroupError, ObjectFreedError, ProtocolError, TransferError, UnsupportedOperationError } from "../Errors.js"
-import type { Tensor } from "../Tensor.js"
-import type { GroupSetup, ReduceOp, TensorTransport, TransportObject } from "../Transport.js"
-import { Connection, connect } from "./connection.js"
-import type { Frame } from "./frame.js"
-import {
-  type AgentReply,
-  type AgentRequest,
-  MAX_AGENT_REQUEST_BYTES,
-  type ObjectInfo,
-  type TensorMeta,
-  decodeAgentReply,
-  decodeAgentRequest,
-} from "./messages.js"
-import { metaMismatch, tensorMeta } from "./tensorMeta.js"
-import { loadTransports, objectStoreName, unknownTransport } from "./transportRegistry.js"
-import { type WireTensor, fromWireTensor } from "./wireTensor.js"
-import { fromWireError, toWireError } from "./wireError.js"
-import { PendingTransfers, transferLabel } from "./pendingTransfers.js"
-import { pidExists, statFields } from "./processes.js"
-import { BufferUse } from "./quarantine.js"
-import { receiveLabel, receiveObject } from "./receiveObject.js"
+import { MissingGroupError, ObjectFreedError, UnsupportedOperationError } from "../../Errors.js"
+import type { ReduceOp, TensorTransport, TransportObject } from "../../Transport.js"
+import { Connection, decoded } from "../connection.js"
+import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type ObjectInfo, decodeAgentRequest } from "../messages.js"
+import { PendingTransfers, transferLabel } from "../pendingTransfers.js"
+import { pidExists, statFields } from "../processes.js"
+import { BufferUse } from "../quarantine.js"
+import { receiveLabel, receiveObject } from "../receiveObject.js"
+import { tensorMeta } from "../tensorMeta.js"
+import { loadTransports, unknownTransport } from "../transportRegistry.js"
+import { type WireTensor, fromWireTensor } from "../wireTensor.js"
+import { toWireError } from "../wireError.js"
+import { Fetches } from "./Fetches.js"
+import { type AgentEvent, Memberships } from "./Memberships.js"
 
 export type AgentCommand =
   | {
@@ -62,8 +54,6 @@ export type AgentCommand =
   | { readonly op: "inspect" }
   | { readonly op: "close" }
 
-export type AgentEvent = { readonly event: "groups"; readonly groups: ReadonlyArray<{ name: string; backend: string; rank: number; worldSize: number }> }
-
 export interface AgentOptions {
   readonly processId: string
   readonly address: string
@@ -84,20 +74,6 @@ interface Held {
   readonly registeredHere: boolean
 }
 
-interface OutgoingRequest {
-  readonly expected: ReadonlyArray<TensorMeta>
-  /** Dropped once given up on before its body came: that memory is no longer this request's. */
-  into: ReadonlyArray<Uint8Array>
-  readonly resolve: () => void
-  readonly reject: (error: Error) => void
-  /** Given up on (timeout): its reply may still come, and is read into scratch memory of the expected size. */
-  abandoned: boolean
-  /** Its reply's body is being read into `into`. */
-  readingInto: boolean
-  /** `into` is no longer written: the reply was read, its connection closed, or it was given up on before its body came. */
-  readonly ended: () => void
-}
-
 /**
  * Whether the process that started this one is still its parent. `process.ppid` is fixed at start in
  * worker threads, so Linux's /proc tells; elsewhere, whether that pid still exists.
@@ -110,25 +86,22 @@ const parentAlive = (parentPid: number): boolean => {
 export class Agent {
   private transports = new Map<string, TensorTransport>()
   private readonly held = new Map<string, Held>()
-  private readonly groups = new Map<string, { setup: Omit<GroupSetup, "allGather">; backend: string }>()
+  private readonly groups: Memberships
+  private readonly fetches = new Fetches()
   private readonly pending = new PendingTransfers()
   /** Sends asked for before their object was registered, by object: each resolver starts one. */
   private readonly awaitingRegistration = new Map<string, Set<() => void>>()
-  private readonly outgoing = new Map<string, Promise<Connection>>()
-  private readonly requests = new Map<number, OutgoingRequest>()
-  private readonly gathers = new Map<string, { resolve: (blobs: ReadonlyArray<Uint8Array>) => void; reject: (error: Error) => void }>()
-  /** Groups being created, and whether their owner destroyed them meanwhile (then they go once made). */
-  private readonly creating = new Map<string, { abandoned: boolean }>()
   private readonly server = net.createServer((socket) => this.accept(socket))
   private readonly accepted = new Set<Connection>()
-  private nextId = 1
   private lifeline: NodeJS.Timeout | undefined
 
-  constructor(private readonly options: AgentOptions) {}
+  constructor(private readonly options: AgentOptions) {
+    this.groups = new Memberships((name) => this.transport(name), options.emit)
+  }
 
   async start(): Promise<void> {
     this.transports = await loadTransports(this.options.transports, {
-      fetchFrom: (r) => this.fetchFrom(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
+      fetchFrom: (r) => this.fetches.fetch(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
     })
     fs.rmSync(this.options.address, { force: true })
     await new Promise<void>((resolve, reject) => {
@@ -184,7 +157,7 @@ export class Agent {
           pendingTransfers: this.pending.labels(),
           // Those of transports that work on any thread are process-wide: the main thread reports them.
           registrations: [...this.transports.values()].filter((t) => !t.capabilities.anyThread).flatMap((t) => t.inspect?.().registrations ?? []),
-          groups: [...this.groups.keys()],
+          groups: this.groups.names(),
           held: [...this.held.keys()],
         }
       case "close":
@@ -234,116 +207,20 @@ export class Agent {
     )
   }
 
-  /** Reads an object from another agent over the control plane: the object-store path. */
-  private async fetchFrom(
-    address: string,
-    objectId: string,
-    expected: ReadonlyArray<TensorMeta>,
-    into: ReadonlyArray<Tensor>,
-    signal: AbortSignal,
-    writesUntil: ((done: Promise<unknown>) => void) | undefined,
-  ): Promise<void> {
-    const connection = await this.connection(address)
-    const reqId = this.nextId++
-    let ended!: () => void
-    writesUntil?.(new Promise<void>((resolve) => (ended = resolve)))
-    await new Promise<void>((resolve, reject) => {
-      const request: OutgoingRequest = {
-        expected,
-        into: into.map((t) => t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)),
-        resolve: () => {
-          signal.removeEventListener("abort", onAbort)
-          resolve()
-        },
-        reject: (error) => {
-          signal.removeEventListener("abort", onAbort)
-          reject(error)
-        },
-        abandoned: false,
-        readingInto: false,
-        ended,
-      }
-      const onAbort = () => {
-        request.abandoned = true
-        if (!request.readingInto) {
-          request.into = []
-          ended()
-        }
-        reject(signal.reason)
-      }
-      signal.addEventListener("abort", onAbort, { once: true })
-      this.requests.set(reqId, request)
-      connection.send({ _tag: "Fetch", reqId, objectId } satisfies AgentRequest)
-    })
-  }
-
-  private connection(address: string): Promise<Connection> {
-    let connection = this.outgoing.get(address)
-    if (connection === undefined) {
-      connection = connect(address, {
-        peerMaxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
-        onFrame: (frame) => this.onReply(frame),
-        bodyDestinations: (header) => {
-          const reply = decodeAgentReply(header)
-          if (reply._tag !== "Data") throw new ProtocolError({ message: `unexpected body on a ${reply._tag} reply` })
-          const request = this.requests.get(reply.reqId)
-          if (request === undefined) throw new ProtocolError({ message: `a body for request ${reply.reqId}, which was never made` })
-          const mismatch = metaMismatch(request.expected, reply.tensors)
-          if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
-          // Bytes of a request given up on land in scratch memory (of the size asked for) to keep the stream in sync.
-          if (request.abandoned) return request.expected.map((m) => new Uint8Array(m.nbytes))
-          request.readingInto = true
-          return request.into
-        },
-        onClose: (error) => {
-          this.outgoing.delete(address)
-          const failure = new TransferError({
-            message: `connection to ${address} closed${error ? `: ${error.message}` : ""} (the producer died or misbehaved)`,
-            transport: objectStoreName,
-          })
-          for (const [reqId, request] of this.requests) {
-            this.requests.delete(reqId)
-            request.ended()
-            request.reject(failure)
-          }
-        },
-      })
-      connection.catch(() => this.outgoing.delete(address))
-      this.outgoing.set(address, connection)
-    }
-    return connection
-  }
-
-  private onReply(frame: Frame): void {
-    const reply = decodeAgentReply(frame.header)
-    const request = this.requests.get(reply.reqId)
-    if (request === undefined) return
-    this.requests.delete(reply.reqId)
-    request.ended()
-    if (request.abandoned) return
-    if (reply._tag === "Data") request.resolve()
-    else if (reply._tag === "Failed") request.reject(fromWireError(reply.error, { actor: "agent", method: "fetch" }))
-    else request.reject(new ProtocolError({ message: `unexpected ${reply._tag} reply to a fetch` }))
-  }
-
   private accept(socket: net.Socket): void {
     const accepted = new Connection(socket, {
       // Requests to an agent are small and never carry a body.
       maxBodyBytes: 0,
       maxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
-      onClose: (_error, connection) => this.accepted.delete(connection),
-      onFrame: (frame, connection) => {
-        let request: AgentRequest
-        try {
-          request = decodeAgentRequest(frame.header)
-        } catch (error) {
-          connection.close(error as Error)
-          return
-        }
+      onClose: (_error, connection) => {
+        this.accepted.delete(connection)
+        this.groups.connectionClosed(connection)
+      },
+      onFrame: decoded(decodeAgentRequest, (request, _frame, connection) => {
         this.serve(request, connection).catch((error) =>
           connection.send({ _tag: "Failed", reqId: request.reqId, error: toWireError(error) } satisfies AgentReply),
         )
-      },
+      }),
     })
     this.accepted.add(accepted)
   }
@@ -448,69 +325,27 @@ export class Agent {
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return
       }
-      case "GroupCreate": {
-        const { setup } = request
-        const transport = this.transport(setup.backend)
-        const creation = { abandoned: false }
-        this.creating.set(setup.name, creation)
-        try {
-          await transport.createGroup!({
-            ...setup,
-            allGather: (blob) =>
-              new Promise((resolve, reject) => {
-                this.gathers.set(setup.name, { resolve, reject })
-                connection.send({ _tag: "Gather", reqId: request.reqId, group: setup.name, rank: setup.rank, blob } satisfies AgentReply)
-              }),
-          })
-        } finally {
-          this.creating.delete(setup.name)
-        }
-        // Destroyed while its transport was still connecting it (past the rendezvous): nobody else will.
-        if (creation.abandoned) {
-          await transport.destroyGroup?.(setup.name)
-          throw new TransferError({ message: `creating group "${setup.name}" was abandoned`, transport: setup.backend })
-        }
-        this.groups.set(setup.name, { setup, backend: setup.backend })
-        this.emitGroups()
+      case "GroupCreate":
+        await this.groups.create(request.setup, connection)
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return
-      }
-      case "GroupDestroy": {
-        // A creation still in its rendezvous ends: the owner gave up on it.
-        this.gathers.get(request.name)?.reject(new TransferError({ message: `creating group "${request.name}" was abandoned`, transport: request.backend }))
-        this.gathers.delete(request.name)
-        const creation = this.creating.get(request.name)
-        if (creation !== undefined) creation.abandoned = true
-        const group = this.groups.get(request.name)
-        this.groups.delete(request.name)
-        this.emitGroups()
-        if (group !== undefined) await this.transport(group.backend).destroyGroup?.(request.name)
+      case "GroupDestroy":
+        await this.groups.destroy(request.name)
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return
-      }
-      case "Gathered": {
-        const gather = this.gathers.get(request.group)
-        this.gathers.delete(request.group)
-        gather?.resolve(request.blobs)
+      case "AllGathered":
+        this.groups.gathered(request)
         return
-      }
       case "PeerDied":
         this.pending.peerDied(request.peer)
         return
     }
   }
 
-  private emitGroups(): void {
-    this.options.emit({
-      event: "groups",
-      groups: [...this.groups.values()].map((g) => ({ name: g.setup.name, backend: g.backend, rank: g.setup.rank, worldSize: g.setup.worldSize })),
-    })
-  }
-
   private async close(): Promise<void> {
     clearInterval(this.lifeline)
     this.pending.abortAll("agent closing")
-    for (const connection of this.outgoing.values()) connection.then((c) => c.close()).catch(() => undefined)
+    this.fetches.close()
     for (const connection of this.accepted) connection.close()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
     for (const transport of this.transports.values()) await transport.close?.()

@@ -1,0 +1,118 @@
+/**
+ * The object-store's consumer side, in the transfer agent: an object's tensors fetched from its
+ * producer's agent over the control plane, the reply's body read straight into the receiving tensors.
+ */
+import { ProtocolError, TransferError } from "../../Errors.js"
+import type { Tensor } from "../../Tensor.js"
+import { type Connection, connect } from "../connection.js"
+import type { Frame } from "../frame.js"
+import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type TensorMeta, decodeAgentReply } from "../messages.js"
+import { Requests } from "../requests.js"
+import { metaMismatch } from "../tensorMeta.js"
+import { objectStoreName } from "../transportRegistry.js"
+import { fromWireError } from "../wireError.js"
+
+/** What a fetch's reply is read into. */
+interface Fetch {
+  readonly expected: ReadonlyArray<TensorMeta>
+  /** Dropped once given up on before its body came: that memory is no longer this fetch's. */
+  into: ReadonlyArray<Uint8Array>
+  /** Given up on (aborted): its reply may still come, and is read into scratch memory of the expected size. */
+  abandoned: boolean
+  /** Its reply's body is being read into `into`. */
+  readingInto: boolean
+}
+
+export class Fetches {
+  private readonly connections = new Map<string, Promise<Connection>>()
+  /** By the producer's address: a connection that closes fails its own fetches only. */
+  private readonly requests = new Requests<AgentReply, Fetch>()
+
+  /** Reads an object from the agent at `address` into `into`; `writesUntil` hears when `into` is no longer written. */
+  async fetch(
+    address: string,
+    objectId: string,
+    expected: ReadonlyArray<TensorMeta>,
+    into: ReadonlyArray<Tensor>,
+    signal: AbortSignal,
+    writesUntil: ((done: Promise<unknown>) => void) | undefined,
+  ): Promise<void> {
+    const connection = await this.connection(address)
+    let ended!: () => void
+    const done = new Promise<void>((resolve) => (ended = resolve))
+    writesUntil?.(done)
+    const fetch: Fetch = {
+      expected,
+      into: into.map((t) => t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)),
+      abandoned: false,
+      readingInto: false,
+    }
+    const reply = this.requests.request((reqId) => connection.send({ _tag: "Fetch", reqId, objectId } satisfies AgentRequest), {
+      peer: address,
+      context: fetch,
+    })
+    // Its reply was read, or its connection closed: `into` is no longer written.
+    void reply.then(ended, ended)
+    let onAbort!: () => void
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        fetch.abandoned = true
+        if (!fetch.readingInto) {
+          fetch.into = []
+          ended()
+        }
+        reject(signal.reason)
+      }
+    })
+    signal.addEventListener("abort", onAbort, { once: true })
+    try {
+      await Promise.race([reply, aborted])
+    } finally {
+      signal.removeEventListener("abort", onAbort)
+    }
+  }
+
+  private connection(address: string): Promise<Connection> {
+    let connection = this.connections.get(address)
+    if (connection === undefined) {
+      connection = connect(address, {
+        peerMaxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
+        onFrame: (frame) => this.onReply(frame),
+        bodyDestinations: (header) => {
+          const reply = decodeAgentReply(header)
+          if (reply._tag !== "Data") throw new ProtocolError({ message: `unexpected body on a ${reply._tag} reply` })
+          const fetch = this.requests.context(reply.reqId)
+          if (fetch === undefined) throw new ProtocolError({ message: `a body for request ${reply.reqId}, which was never made` })
+          const mismatch = metaMismatch(fetch.expected, reply.tensors)
+          if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
+          // Bytes of a fetch given up on land in scratch memory (of the size asked for) to keep the stream in sync.
+          if (fetch.abandoned) return fetch.expected.map((m) => new Uint8Array(m.nbytes))
+          fetch.readingInto = true
+          return fetch.into
+        },
+        onClose: (error) => {
+          this.connections.delete(address)
+          const failure = new TransferError({
+            message: `connection to ${address} closed${error ? `: ${error.message}` : ""} (the producer died or misbehaved)`,
+            transport: objectStoreName,
+          })
+          this.requests.failPeer(address, failure)
+        },
+      })
+      connection.catch(() => this.connections.delete(address))
+      this.connections.set(address, connection)
+    }
+    return connection
+  }
+
+  private onReply(frame: Frame): void {
+    const reply = decodeAgentReply(frame.header)
+    if (reply._tag === "Data") this.requests.resolve(reply.reqId, reply)
+    else if (reply._tag === "Failed") this.requests.reject(reply.reqId, fromWireError(reply.error, { actor: "agent", method: "fetch" }))
+    else this.requests.reject(reply.reqId, new ProtocolError({ message: `unexpected ${reply._tag} reply to a fetch` }))
+  }
+
+  close(): void {
+    for (const connection of this.connections.values()) connection.then((c) => c.close()).catch(() => undefined)
+  }
+}

@@ -1,0 +1,395 @@
+/**
+ * The driver's actor processes: starting them (the processes of one spawn call start together, within
+ * one time limit), their handles, the control connection to each and the requests the driver makes
+ * over it, and their end (an exit, a closed connection, `cluster.kill`, shutdown).
+ */
+import { type ChildProcess, spawn as spawnProcess, spawnSync } from "node:child_process"
+import { createRequire } from "node:module"
+import type { Socket } from "node:net"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefinition, methodOf } from "../../Actor.js"
+import { ActorDiedError, ClusterClosedError, InvalidArgumentError, ProtocolError, TimeoutError, UnsupportedOperationError } from "../../Errors.js"
+import { type ClusterIdentity, type ObjectRef, requireSameCluster } from "../../ObjectRef.js"
+import { checkTimeout, describe } from "../arguments.js"
+import { Connection, decoded } from "../connection.js"
+import { type ActorInspection, type FromActor, type ToActor, decodeFromActor } from "../messages.js"
+import type { Entry } from "../objectDirectory.js"
+import { SHUTDOWN_GRACE_MS } from "../processRuntime.js"
+import { Requests } from "../requests.js"
+import { firstFailure, settledWithin } from "../waits.js"
+import { fromWireError } from "../wireError.js"
+import type { DriverContext } from "./DriverContext.js"
+
+export interface SpawnOptions {
+  /** How many actors to start: an integer from 1 to 256 (default 1). */
+  readonly count?: number
+  /**
+   * Limit for the actors of this call to be ready: process start, module import, transport loading
+   * and `init`, all of them together; default 60 000 ms. Past it `spawn` fails with TimeoutError,
+   * having ended every process it started.
+   */
+  readonly startTimeoutMs?: number
+  /** Extra environment variables of the actor processes. */
+  readonly env?: Readonly<Record<string, string>>
+}
+
+/**
+ * Loading native transports and an `init` that loads data take a while, and many actors starting at
+ * once on a loaded machine longer still; a minute leaves room for that and still reports an `init`
+ * that hangs.
+ */
+const DEFAULT_START_TIMEOUT_MS = 60_000
+/**
+ * Every actor is a process of its own, of tens of MiB before it holds any tensor. One call that asks
+ * for more than this is far likelier a wrong number (a size, an index) than a plan, and would leave
+ * the driver starting processes for a long time; several calls start more.
+ */
+const MAX_SPAWN_COUNT = 256
+/** How long a closed control socket waits for the process exit status that explains it. */
+const EXIT_STATUS_WAIT_MS = 250
+
+/** A call sent to an actor and not answered yet. */
+export interface InFlightCall {
+  readonly entry: Entry
+  readonly method: string
+  /** Its arguments' objects, held until it is answered. */
+  readonly pinned: ReadonlyArray<string>
+}
+
+export interface ActorRecord {
+  readonly id: string
+  readonly definition: ActorDefinition
+  readonly child: ChildProcess
+  readonly control: Connection
+  agentAddress: string
+  alive: boolean
+  /** Calls are dispatched to an actor in submission order: each waits for the previous one to be sent. */
+  dispatched: Promise<void>
+  /** Calls submitted and not yet sent (nor failed). */
+  undispatched: number
+  readonly inFlight: Map<number, InFlightCall>
+  readonly exited: Promise<void>
+}
+
+/** The replies to the driver's requests over a control connection. */
+type ControlReply = Extract<FromActor, { _tag: "Prefetched" | "Inspection" }>
+
+/** The messages of a started actor that other modules act on: all but the replies to this module's requests, and those of its start. */
+export type ActorMessage = Exclude<FromActor, ControlReply | { readonly _tag: "Ready" | "InitFailed" }>
+
+/** What every actor process starts with. */
+export interface Launch {
+  /** The cluster directory, where every process's agent listens. */
+  readonly dir: string
+  /** Transport specifiers every actor loads. */
+  readonly transports: ReadonlyArray<string>
+  /** Extra Node.js flags. */
+  readonly execArgv: ReadonlyArray<string>
+}
+
+export interface ProcessEvents {
+  readonly message: (record: ActorRecord, message: ActorMessage) => void
+  /** An actor died (once per actor): what it took part in fails with `died`. */
+  readonly died: (record: ActorRecord, died: ActorDiedError) => void
+}
+
+/** Where an actor handle keeps the cluster that made it (a symbol: not one of the actor's method names). */
+const handleCluster = Symbol("tensorlane.handleCluster")
+
+const actorMainPath = fileURLToPath(new URL("./actor-main.js", import.meta.url))
+
+/** Flags an actor process needs to import a TypeScript actor module. */
+const typeScriptFlags = (moduleUrl: string): Array<string> => {
+  if (!/\.[cm]?ts$/.test(moduleUrl)) return []
+  if ((process.features as { typescript?: unknown }).typescript) return []
+  const [major, minor] = process.versions.node.split(".").map(Number)
+  if (major > 22 || (major === 22 && minor >= 6)) return ["--experimental-strip-types", "--no-warnings=ExperimentalWarning"]
+  try {
+    createRequire(join(process.cwd(), "noop.js")).resolve("tsx")
+    return ["--import", "tsx"]
+  } catch {
+    throw new UnsupportedOperationError({
+      message: `actor module ${moduleUrl} is TypeScript, which Node ${process.versions.node} cannot import by itself. Install tsx next to your project (npm i -D tsx), use Node >= 22.18, or point defineActor at compiled JavaScript.`,
+    })
+  }
+}
+
+let launcher: ReadonlyArray<string> | undefined
+
+/**
+ * What actor processes start under: Linux's parent-death signal, set by util-linux's setpriv before
+ * it runs Node, kills an actor the moment its driver dies, even a stopped one (which runs no code, so
+ * its own lifeline cannot end it). Where setpriv is missing only the lifeline ends actors.
+ */
+const deathSignalLauncher = (): ReadonlyArray<string> => {
+  if (launcher === undefined) {
+    const prefix = ["setpriv", "--pdeathsig", "KILL", "--"]
+    const probe = process.platform === "linux" ? spawnSync(prefix[0], [...prefix.slice(1), process.execPath, "--version"], { stdio: "ignore" }) : undefined
+    launcher = probe?.status === 0 ? prefix : []
+  }
+  return launcher
+}
+
+const checkCount = (count: unknown): number => {
+  if (count === undefined) return 1
+  if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > MAX_SPAWN_COUNT) {
+    throw new InvalidArgumentError({
+      message: `count must be an integer from 1 to ${MAX_SPAWN_COUNT}, not ${describe(count)}; start more actors with several spawn calls`,
+      argument: "count",
+    })
+  }
+  return count
+}
+
+const closedWhileStarting = (records: ReadonlyArray<{ readonly id: string }>): ClusterClosedError =>
+  new ClusterClosedError({ message: `the cluster was shut down before ${records.map((r) => r.id).join(", ")} had started` })
+
+export class ActorProcesses {
+  private readonly actors = new Map<string, ActorRecord>()
+  /** Actors of spawn calls that have not returned: shutdown ends them too. */
+  private readonly starting = new Set<ActorRecord>()
+  private readonly nextActor = new Map<string, number>()
+  private readonly requests = new Requests<ControlReply>()
+
+  constructor(
+    private readonly driver: DriverContext,
+    private readonly launch: Launch,
+    private readonly events: ProcessEvents,
+  ) {}
+
+  get(id: string): ActorRecord | undefined {
+    return this.actors.get(id)
+  }
+
+  /** The actors started and not dead. */
+  live(): Array<ActorRecord> {
+    return [...this.actors.values()].filter((r) => r.alive)
+  }
+
+  /** Starts `count` actor processes of a definition; every one is ready, or none is left running. */
+  async spawn(definition: ActorDefinition, options: SpawnOptions): Promise<Array<ActorRecord>> {
+    if (!isActorDefinition(definition)) throw new InvalidArgumentError({ message: `spawn takes an actor definition (defineActor), not ${describe(definition)}`, argument: "definition" })
+    const count = checkCount(options.count)
+    const startTimeoutMs = checkTimeout(options.startTimeoutMs, "startTimeoutMs") ?? DEFAULT_START_TIMEOUT_MS
+    // Unknown transport names fail here, before any process starts.
+    for (const name of Object.keys(definition.spec.methods as object)) {
+      const transport = methodOf(definition, name)?.options.tensorTransport
+      if (transport !== undefined) this.driver.runtime.transport(transport)
+    }
+    const flags = [...this.launch.execArgv, ...typeScriptFlags(definition.moduleUrl)]
+    const starts = Array.from({ length: count }, (_, index) => this.start(definition, index, flags, options.env ?? {}))
+    const records = starts.map((s) => s.record)
+    const ready = new Set<ActorRecord>()
+    for (const s of starts) {
+      this.starting.add(s.record)
+      s.ready.then(() => ready.add(s.record)).catch(() => undefined)
+    }
+    const late = () => records.filter((r) => !ready.has(r)).map((r) => r.id)
+    const failure =
+      (await firstFailure(
+        starts.map((s) => s.ready),
+        startTimeoutMs,
+        () =>
+          new TimeoutError({
+            message: `${late().join(", ")} did not start within ${startTimeoutMs} ms (spawn's startTimeoutMs): an init that never resolves, or a machine too loaded to start ${count} actor${count === 1 ? "" : "s"} in time`,
+            timeoutMs: startTimeoutMs,
+          }),
+      )) ?? (this.driver.identity.closed ? closedWhileStarting(records) : undefined)
+    for (const r of records) this.starting.delete(r)
+    if (failure !== undefined) {
+      // None is handed out: every process of this call is gone before the failure is reported
+      // (unless the kernel holds one past the grace).
+      for (const r of records) r.child.kill("SIGKILL")
+      await settledWithin(
+        records.map((r) => r.exited),
+        SHUTDOWN_GRACE_MS,
+      )
+      throw failure
+    }
+    for (const r of records) this.actors.set(r.id, r)
+    return records
+  }
+
+  private start(
+    definition: ActorDefinition,
+    index: number,
+    flags: ReadonlyArray<string>,
+    env: Readonly<Record<string, string>>,
+  ): { readonly record: ActorRecord; readonly ready: Promise<void> } {
+    const n = this.nextActor.get(definition.name) ?? 0
+    this.nextActor.set(definition.name, n + 1)
+    const id = `${definition.name}-${n}`
+    // --expose-gc lets the host memory cache trade a cheap collection for page faults (internal/hostMemoryCache.ts).
+    const [command, ...args] = [...deathSignalLauncher(), process.execPath, ...flags, "--expose-gc", actorMainPath]
+    const child = spawnProcess(command!, args, {
+      stdio: ["ignore", "inherit", "inherit", "pipe"],
+      env: { ...process.env, ...env },
+    })
+    let record!: ActorRecord
+    const whenReady = new Promise<void>((resolve, reject) => {
+      let ready = false
+      const exitedWhileStarting = (how: string) =>
+        reject(this.driver.identity.closed ? closedWhileStarting([record]) : new ActorDiedError({ message: `actor ${id} exited while starting${how}`, actor: id }))
+      const exited = new Promise<void>((done) => child.once("exit", () => done()))
+      const control = new Connection(child.stdio[3] as Socket, {
+        // An actor's messages to the driver never carry a body.
+        maxBodyBytes: 0,
+        onFrame: decoded(decodeFromActor, (message) => {
+          if (!ready) {
+            if (message._tag === "Ready") {
+              ready = true
+              record.agentAddress = message.agentAddress
+              resolve()
+            } else if (message._tag === "InitFailed") {
+              reject(fromWireError(message.error, { actor: id, method: "init" }))
+              child.kill("SIGKILL")
+            }
+            return
+          }
+          this.onMessage(record, message)
+        }),
+        onClose: (error) => {
+          if (!ready) exitedWhileStarting(error ? `: ${error.message}` : "")
+          // A closed control socket usually means the process is gone: its exit status says why.
+          else setTimeout(() => this.died(record, error ?? new Error("its control connection closed")), EXIT_STATUS_WAIT_MS).unref()
+        },
+      })
+      record = {
+        id,
+        definition,
+        child,
+        control,
+        agentAddress: "",
+        alive: true,
+        dispatched: Promise.resolve(),
+        undispatched: 0,
+        inFlight: new Map(),
+        exited,
+      }
+      child.once("exit", (code, signal) => {
+        if (!ready) exitedWhileStarting(` (code ${code}, signal ${signal})`)
+        this.died(record, undefined, code, signal)
+      })
+      control.send({
+        _tag: "Init",
+        actorId: id,
+        index,
+        moduleUrl: definition.moduleUrl,
+        exportName: definition.name,
+        transports: this.launch.transports,
+        clusterDir: this.launch.dir,
+        clusterId: this.driver.identity.id,
+        maxConcurrency: definition.spec.maxConcurrency ?? 1,
+        transferTimeoutMs: this.driver.transferTimeoutMs,
+      } satisfies ToActor)
+    })
+    return { record, ready: whenReady }
+  }
+
+  private onMessage(record: ActorRecord, message: FromActor): void {
+    switch (message._tag) {
+      case "Prefetched":
+        this.requests.answer(message.reqId, message.error, message, { actor: record.id, method: "broadcast" })
+        return
+      case "Inspection":
+        this.requests.resolve(message.reqId, message)
+        return
+      case "Ready":
+      case "InitFailed":
+        record.control.close(new ProtocolError({ message: `${message._tag} from ${record.id} after start` }))
+        return
+      default:
+        this.events.message(record, message)
+    }
+  }
+
+  /** A request over an actor's control connection, answered by the reply tagged `replyTag`. */
+  request<T extends ControlReply["_tag"]>(
+    record: ActorRecord,
+    message: (reqId: number) => ToActor,
+    replyTag: T,
+    timeout?: { readonly ms: number; readonly timedOut: () => Error },
+  ): Promise<Extract<ControlReply, { _tag: T }>> {
+    if (!record.alive) return Promise.reject(new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id }))
+    const reply = this.requests.request((reqId) => record.control.send(message(reqId)), { peer: record.id, ...(timeout ? { timeout } : {}) })
+    return reply.then((r) => {
+      if (r._tag !== replyTag) throw new ProtocolError({ message: `${record.id} answered a request of the driver with ${r._tag}, not ${replyTag}` })
+      return r as Extract<ControlReply, { _tag: T }>
+    })
+  }
+
+  /** What every live actor holds; those that did not answer within `timeoutMs` are listed as unresponsive. */
+  async inspect(timeoutMs: number): Promise<{ processes: Record<string, ActorInspection>; unresponsive: Array<string> }> {
+    const processes: Record<string, ActorInspection> = {}
+    const unresponsive: Array<string> = []
+    await Promise.all(
+      this.live().map(async (r) => {
+        const timedOut = () => new TimeoutError({ message: `${r.id} did not answer within ${timeoutMs} ms`, timeoutMs })
+        try {
+          processes[r.id] = (await this.request(r, (reqId) => ({ _tag: "Inspect", reqId }), "Inspection", { ms: timeoutMs, timedOut })).inspection
+        } catch (error) {
+          // One that died meanwhile holds nothing.
+          if (error instanceof TimeoutError) unresponsive.push(r.id)
+        }
+      }),
+    )
+    return { processes, unresponsive }
+  }
+
+  /** An actor's handle: its methods submit calls through `submit`; it carries the cluster that made it. */
+  handleOf<D extends ActorDefinition>(
+    record: ActorRecord,
+    submit: (record: ActorRecord, method: string, args: ReadonlyArray<unknown>, options: CallOptions) => ObjectRef<unknown>,
+  ): ActorHandle<D> {
+    const methods: Record<string, unknown> = {}
+    for (const name of Object.keys(record.definition.spec.methods as object)) {
+      const call = (options: CallOptions) => (...args: Array<unknown>) => submit(record, name, args, options)
+      methods[name] = Object.assign(call({}), { options: call })
+    }
+    const handle = { ...methods, actorId: record.id, definition: record.definition }
+    Object.defineProperty(handle, handleCluster, { value: this.driver.identity })
+    return handle as ActorHandle<D>
+  }
+
+  /** The record of an actor handle this cluster made (WrongClusterError for another's, ClusterClosedError once shut down). */
+  actorOf(handle: { actorId: string }): ActorRecord {
+    const cluster = (handle as { [handleCluster]?: ClusterIdentity } | null)?.[handleCluster]
+    if (cluster === undefined) {
+      throw new InvalidArgumentError({ message: `${describe(handle)} is not an actor handle (cluster.spawn returns them)`, argument: "actor" })
+    }
+    requireSameCluster(cluster, this.driver.identity, `actor ${handle.actorId}`)
+    return this.actors.get(handle.actorId)!
+  }
+
+  /** Marks an actor dead (once), ends its process, fails the requests it was to answer and tells the driver. */
+  died(record: ActorRecord, error: Error | undefined, code?: number | null, signal?: NodeJS.Signals | null): void {
+    if (!record.alive) return
+    record.alive = false
+    const how = error ? `: ${error.message}` : code !== undefined ? ` (exit code ${code}, signal ${signal})` : ""
+    const died = new ActorDiedError({ message: `actor ${record.id} died${how}`, actor: record.id })
+    if (!this.driver.identity.closed) record.child.kill("SIGKILL")
+    this.requests.failPeer(record.id, died)
+    this.events.died(record, died)
+  }
+
+  /**
+   * Ends every actor process, those still starting too: the started ones are asked to shut down (and
+   * first finish the releases they have under way), and killed past the grace.
+   */
+  async shutdown(): Promise<void> {
+    const records = [...this.actors.values()]
+    for (const r of records) if (r.alive) r.control.send({ _tag: "Shutdown" } satisfies ToActor)
+    // An actor still starting holds nothing yet: it ends at once.
+    const starting = [...this.starting]
+    for (const r of starting) r.child.kill("SIGKILL")
+    await Promise.all(
+      [...records, ...starting].map(async (r) => {
+        await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
+        if (r.child.exitCode !== null || r.child.signalCode !== null) return
+        r.child.kill("SIGKILL")
+        await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
+      }),
+    )
+  }
+}

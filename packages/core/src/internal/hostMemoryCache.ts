@@ -1,0 +1,190 @@
+/** The host memory cache behind the default CPU allocator (see HostMemoryCache). */
+import { totalmem } from "node:os"
+import { integerSetting, readSetting } from "../Settings.js"
+
+/** Storages below this size are not worth recycling: fresh small allocations are cheap. */
+const RECYCLE_MIN_BYTES = 1 << 20
+
+/** Blocks of one size out (alive, or dead and unproven) before a miss collects, at first (see HostMemoryCache). */
+const FIRST_BLOCKS_OUT = 2
+/** The most blocks of one size out before a miss collects: as many as half the cache holds, 2 to 8. */
+const mostBlocksOut = (byteLength: number, capacity: number): number =>
+  Math.min(8, Math.max(FIRST_BLOCKS_OUT, Math.floor(capacity / 2 / byteLength)))
+/** How long a measured collection time stands for the next one. */
+const STALE_ESTIMATE_MS = 1000
+
+const recycleCapacity = (): number =>
+  readSetting(integerSetting("TENSORLANE_HOST_CACHE_BYTES", { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: Math.min(2 ** 30, totalmem() / 16), unit: "bytes" }))
+
+/** A SharedArrayBuffer handed out, and the second object over its memory that the cache keeps. */
+interface Lent {
+  readonly handed: WeakRef<SharedArrayBuffer>
+  readonly keeper: SharedArrayBuffer
+}
+
+/** `gc` exists when the process runs with --expose-gc (tensorlane starts actor processes so). */
+export const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () => void }).gc
+
+/**
+ * Recycles the memory of large host storages once the garbage collector has proven that nothing can
+ * reach it (no tensor, storage or typed array holds its SharedArrayBuffer any more). Touching fresh
+ * pages costs more than the copy into them, so a transfer loop that allocates a receive buffer each
+ * time would run at the speed of page faults. The cache keeps a second SharedArrayBuffer object over
+ * the same memory (structured clone shares it); a FinalizationRegistry returns it when the handed
+ * object dies, and after a collection WeakRefs tell at once which memory is free again.
+ *
+ * Collections belong to idle moments (`collectIdle`: an actor calls it after a call that dropped large
+ * tensors, and while a call waits for a receive, so that a producer and its consumer collect on the
+ * same call of a loop), and each costs the same whatever it frees, so they wait until an allocation
+ * would miss. A loop that frees a result and at once allocates the next cannot wait for one, so a
+ * miss takes fresh memory while fewer than a size's allowance of blocks are out; an idle collection
+ * runs once a size has its allowance out and none idle, recycles all but the one still held, and
+ * raises that size's allowance by one (from 2 up to `mostBlocksOut`): a long loop of large results
+ * ends up collecting once every few calls instead of after each, while a short one pays for few
+ * fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds the memory to what
+ * the program really holds.
+ */
+class HostMemoryCache {
+  private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
+  private readonly lent = new Map<number, Set<Lent>>()
+  private idleBytes = 0
+  private readonly capacity = recycleCapacity()
+  /** When each size was last taken (a count of takes), to let the stalest sizes go first. */
+  private readonly lastTaken = new Map<number, number>()
+  private takes = 0
+  /** Blocks of each size that may be out before a miss collects. */
+  private readonly allowance = new Map<number, number>()
+  /** Bytes the process dropped since the last collection. */
+  private droppedBytes = 0
+  private lastCollectMs = 0
+  private lastCollectAt = 0
+  private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
+
+  /**
+   * Collects now, when the process is idle, so that the memory dropped since the last collection
+   * waits, warm, for the next large allocation; only when an allocation would otherwise miss.
+   */
+  collectIdle(droppedBytes: number): void {
+    this.droppedBytes += droppedBytes
+    const gc = forceGc()
+    if (gc === undefined) return
+    const short = this.sizesRunningOut()
+    if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
+    this.runCollection(gc)
+    for (const byteLength of short) this.allowance.set(byteLength, Math.min(mostBlocksOut(byteLength, this.capacity), this.blocksOut(byteLength) + 1))
+    // The registry's callbacks run later, as a task: what just died is made idle now.
+    for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
+  }
+
+  /**
+   * A collection pays when it costs less than faulting in the pages it may recycle (taken as 2 GB/s).
+   * One slow collection (a busy machine) must not rule them out for good: after a second the estimate
+   * is measured again.
+   */
+  private worthCollecting(bytes: number): boolean {
+    if (bytes < RECYCLE_MIN_BYTES) return false
+    return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > STALE_ESTIMATE_MS
+  }
+
+  private blocksOut(byteLength: number): number {
+    return this.allowance.get(byteLength) ?? FIRST_BLOCKS_OUT
+  }
+
+  /** Sizes with their allowance of blocks out and none idle: their next allocation would miss. */
+  private sizesRunningOut(): Array<number> {
+    return [...this.lent].filter(([byteLength, set]) => set.size >= this.blocksOut(byteLength) && (this.idle.get(byteLength)?.length ?? 0) === 0).map(([byteLength]) => byteLength)
+  }
+
+  private runCollection(gc: () => void): void {
+    const started = performance.now()
+    this.droppedBytes = 0
+    gc()
+    this.lastCollectAt = performance.now()
+    this.lastCollectMs = this.lastCollectAt - started
+  }
+
+  take(byteLength: number): SharedArrayBuffer {
+    if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0) return new SharedArrayBuffer(byteLength)
+    this.lastTaken.set(byteLength, ++this.takes)
+    // Collect before looking: a WeakRef looked at keeps its target alive until the current job ends.
+    const keeper = this.idleOne(byteLength) ?? (this.collect(byteLength), this.deadOne(byteLength))
+    const memory = keeper ?? new SharedArrayBuffer(byteLength)
+    const handed = keeper === undefined ? memory : structuredClone(memory)
+    const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory) }
+    this.lentOf(byteLength).add(lent)
+    this.released.register(handed, lent)
+    return handed
+  }
+
+  /**
+   * Lets idle blocks of other sizes go, those taken longest ago first, until `byteLength` fits: a
+   * program that moved on to another size would otherwise keep the cache full of sizes it no
+   * longer asks for, and pay page faults for every block of the size it does.
+   */
+  private makeRoom(byteLength: number): void {
+    while (this.idleBytes + byteLength > this.capacity) {
+      let stalest: Array<SharedArrayBuffer> | undefined
+      let stalestTaken = Infinity
+      for (const [size, list] of this.idle) {
+        const taken = this.lastTaken.get(size) ?? 0
+        if (size !== byteLength && list.length > 0 && taken < stalestTaken) {
+          stalest = list
+          stalestTaken = taken
+        }
+      }
+      const evicted = stalest?.pop()
+      if (evicted === undefined) return
+      this.idleBytes -= evicted.byteLength
+    }
+  }
+
+  private lentOf(byteLength: number): Set<Lent> {
+    let set = this.lent.get(byteLength)
+    if (set === undefined) this.lent.set(byteLength, (set = new Set()))
+    return set
+  }
+
+  private idleOne(byteLength: number): SharedArrayBuffer | undefined {
+    const keeper = this.idle.get(byteLength)?.pop()
+    if (keeper !== undefined) this.idleBytes -= byteLength
+    return keeper
+  }
+
+  private deadOne(byteLength: number): SharedArrayBuffer | undefined {
+    const set = this.lent.get(byteLength)
+    if (set === undefined) return undefined
+    for (const lent of set) {
+      if (lent.handed.deref() !== undefined) continue
+      set.delete(lent)
+      return lent.keeper
+    }
+    return undefined
+  }
+
+  private collect(byteLength: number): void {
+    const gc = forceGc()
+    if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) < this.blocksOut(byteLength) || !this.worthCollecting(byteLength)) return
+    this.runCollection(gc)
+  }
+
+  private reclaim(lent: Lent): void {
+    const byteLength = lent.keeper.byteLength
+    if (!this.lent.get(byteLength)?.delete(lent)) return
+    this.makeRoom(byteLength)
+    if (this.idleBytes + byteLength > this.capacity) return
+    const list = this.idle.get(byteLength) ?? []
+    list.push(lent.keeper)
+    this.idle.set(byteLength, list)
+    this.idleBytes += byteLength
+  }
+}
+
+export const hostMemory = new HostMemoryCache()
+
+/**
+ * For a process's idle moments, after it dropped tensors of `droppedBytes` (tensorlane's actors call
+ * it once no call runs after a free, or after a call that received copies): collects garbage now if
+ * that is cheaper than faulting that much fresh memory in, so that the memory waits, warm, for the
+ * next allocation instead of costing a collection (or page faults) on its critical path.
+ */
+export const recycleHostMemory = (droppedBytes: number): void => hostMemory.collectIdle(droppedBytes)
