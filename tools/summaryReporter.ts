@@ -9,14 +9,17 @@ export default class SummaryReporter implements Reporter {
     let failed = 0
     let skipped = 0
     for (const module of testModules) {
+      let failedHere = 0
       for (const test of module.children.allTests()) {
         const state = test.result().state
         if (state === "passed") passed++
-        else if (state === "failed") failed++
+        else if (state === "failed") failedHere++
         else skipped++
       }
-      // A file that failed to load has no tests to count but must still fail the run.
-      if (module.state() === "failed" && [...module.children.allTests()].length === 0) failed++
+      // A file whose own code failed (it did not load, or a hook threw and its tests were skipped)
+      // fails the run even when none of its tests did.
+      if (module.state() === "failed" && failedHere === 0) failedHere = 1
+      failed += failedHere
     }
     process.stdout.write(`\n${passed} passed, ${failed} failed, ${skipped} skipped\n`)
   }
