@@ -150,7 +150,19 @@ export class InvalidSettingError extends Schema.TaggedError<InvalidSettingError>
   accepts: Schema.String,
 }) {}
 
-/** Every error of tensorlane. */
+/** A typed error (a `Schema.TaggedError`): core's, or a package's own. */
+export interface TaggedError extends Error {
+  readonly _tag: string
+}
+
+/**
+ * A typed error of a package that extends tensorlane (transport-nccl's NcclError, symmetric-mem's
+ * SymmetricFreeError, ...). Registered with `registerErrorClasses`, it keeps its class across
+ * processes: the operations that run a transport or relay a remote failure may fail with it.
+ */
+export type PackageError = TaggedError
+
+/** Every error of tensorlane's core. */
 export type TensorlaneError =
   | DTypeError
   | ShapeError
