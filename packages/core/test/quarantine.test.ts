@@ -1,9 +1,9 @@
 /** When the buffers of a failed transfer may be used again: what the transport says, or never. */
 import { expect, it } from "vitest"
 import { BufferUse } from "../src/internal/quarantine.js"
-import { type TensorTransport, defineTransport } from "../src/Transport.js"
+import { type PromiseTransport, defineTransport } from "../src/Transport.js"
 
-const transport = (tracksBuffers: boolean): TensorTransport =>
+const transport = (tracksBuffers: boolean): PromiseTransport =>
   defineTransport({
     name: "t",
     capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, tracksBuffers },

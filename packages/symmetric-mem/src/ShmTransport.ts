@@ -11,7 +11,7 @@
  * allocateSymmetric's shm backend allocates from: see internal/shmGroups.ts.
  */
 import { DeviceError, ShapeError, TransferError } from "@tensorlane/core"
-import { type TensorTransport, defineTransport } from "@tensorlane/core/plugin"
+import { defineTransport } from "@tensorlane/core/plugin"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { loadAddon } from "./internal/loadAddon.js"
 import { closePeerSegments, peerSegment } from "./internal/peerSegments.js"
@@ -29,7 +29,7 @@ const release = (objectId: string): void => {
   if (exporting.delete(objectId)) loadAddon().releaseExport(objectId)
 }
 
-export const shm: TensorTransport = defineTransport({
+export const shm = defineTransport({
   name: TRANSPORT,
   capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true },
 

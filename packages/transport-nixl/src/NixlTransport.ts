@@ -6,7 +6,7 @@
  * thread answers, so a busy JS thread there does not stall the READ.
  */
 import { ProtocolError, ShapeError } from "@tensorlane/core"
-import { type TensorTransport, defineTransport } from "@tensorlane/core/plugin"
+import { defineTransport } from "@tensorlane/core/plugin"
 import type { NativeOperation } from "./AddonTypes.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { loadNixl, loadedNixl } from "./internal/loadAddon.js"
@@ -34,7 +34,7 @@ const parseMetadata = (metadata: unknown, count: number, objectId: string): Nixl
   return m as NixlMetadata
 }
 
-export const nixl: TensorTransport = defineTransport({
+export const nixl = defineTransport({
   name: TRANSPORT,
   // Regions, their reference counts and the NIXL agent live in the addon, one per process. A fetch
   // settles only once NIXL no longer touches its destinations, aborted or not.

@@ -8,7 +8,7 @@ import type { GetOptions } from "../InActor.js"
 import { type ClusterIdentity, type ObjectRef, isObjectRef, requireRefOf, requireUsableRef } from "../ObjectRef.js"
 import type { Tensor } from "../Tensor.js"
 import { TensorStore } from "../TensorStore.js"
-import type { TensorTransport } from "../Transport.js"
+import type { PromiseTransport } from "../Transport.js"
 import type { AgentEvent } from "./agent/Memberships.js"
 import { AgentClient, type Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
@@ -17,7 +17,7 @@ import { PendingTransfers } from "./pendingTransfers.js"
 import { BufferUse, quarantine } from "./quarantine.js"
 import { type ReceiveObject, receiveLabel, receiveObject } from "./receiveObject.js"
 import { allocateFor, checkReceived, concatBytes, tensorMeta, tensorsFromBytes, validateMeta } from "./tensorMeta.js"
-import { loadTransports, objectStoreName, unknownTransport } from "./transportRegistry.js"
+import { loadTransports, objectStoreName, promiseFaces, unknownTransport } from "./transportRegistry.js"
 import { decodeValue, encodeValue } from "./valueCodec.js"
 import { settledWithin } from "./waits.js"
 import { toWireTensor } from "./wireTensor.js"
@@ -81,7 +81,8 @@ export class ProcessRuntime {
     readonly cluster: ClusterIdentity,
     readonly agent: AgentClient,
     readonly store: TensorStore,
-    readonly transports: ReadonlyMap<string, TensorTransport>,
+    /** What this thread calls for each transport: its Promise face (`promiseFace`). */
+    readonly transports: ReadonlyMap<string, PromiseTransport>,
     /** Builds a ref handle of this process for an object id found inside a value. */
     readonly makeRef: (objectId: string) => ObjectRef<unknown>,
     /** Runs once a transfer into this process is under way and this thread only waits for it. */
@@ -104,10 +105,10 @@ export class ProcessRuntime {
       { processId: options.processId, address: options.address, transports: options.transports, parentPid: options.parentPid },
       options.onEvent ?? (() => undefined),
     )
-    return new ProcessRuntime(options.processId, options.cluster, agent, new TensorStore(), transports, options.makeRef, options.whileReceiving)
+    return new ProcessRuntime(options.processId, options.cluster, agent, new TensorStore(), promiseFaces(transports), options.makeRef, options.whileReceiving)
   }
 
-  transport(name: string): TensorTransport {
+  transport(name: string): PromiseTransport {
     const transport = this.transports.get(name)
     if (transport === undefined) throw unknownTransport(name, this.transports.keys())
     return transport
@@ -175,7 +176,7 @@ export class ProcessRuntime {
    * Whether this thread registers objects of `transport` itself (and so answers at once) instead of
    * asking its agent: transports that work on any thread, and those with nothing to register.
    */
-  private registersHere(transport: TensorTransport): boolean {
+  private registersHere(transport: PromiseTransport): boolean {
     return transport.capabilities.anyThread === true || (transport.extractMetadata === undefined && transport.release === undefined)
   }
 
@@ -368,7 +369,7 @@ export class ProcessRuntime {
   }
 
   /** A receive this thread runs itself, with what its transport may write after it failed. */
-  private receiveHere(transport: TensorTransport, request: Omit<ReceiveObject, "writesUntil">, timeoutMs: number): Transfer {
+  private receiveHere(transport: PromiseTransport, request: Omit<ReceiveObject, "writesUntil">, timeoutMs: number): Transfer {
     const use = new BufferUse(transport)
     const done = this.pending.track(receiveLabel(request), request.info.producer, timeoutMs, (signal) =>
       use.run((writesUntil) => receiveObject(transport, { ...request, writesUntil }, signal)),

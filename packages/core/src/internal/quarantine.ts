@@ -4,7 +4,7 @@
  * so their memory must not be recycled for new tensors until the transport says it no longer can.
  */
 import type { Tensor } from "../Tensor.js"
-import type { TensorTransport } from "../Transport.js"
+import type { PromiseTransport } from "../Transport.js"
 
 const ignore = (): void => undefined
 
@@ -13,7 +13,7 @@ export class BufferUse {
   private call: Promise<unknown> | undefined
   private readonly until: Array<Promise<unknown>> = []
 
-  constructor(private readonly transport: TensorTransport) {}
+  constructor(private readonly transport: PromiseTransport) {}
 
   private readonly writesUntil = (done: Promise<unknown>): void => {
     this.until.push(done)

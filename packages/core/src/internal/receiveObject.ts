@@ -4,7 +4,7 @@
  */
 import { MissingGroupError, UnsupportedOperationError } from "../Errors.js"
 import type { Tensor } from "../Tensor.js"
-import type { TensorTransport } from "../Transport.js"
+import type { PromiseTransport } from "../Transport.js"
 import type { ObjectInfo } from "./messages.js"
 import { transferLabel } from "./pendingTransfers.js"
 import { checkReceived } from "./tensorMeta.js"
@@ -26,7 +26,7 @@ export interface ReceiveObject {
 export const receiveLabel = ({ via, info, consumer }: Pick<ReceiveObject, "via" | "info" | "consumer">): string =>
   transferLabel(via, info.objectId, info.producer, consumer)
 
-export const receiveObject = async (transport: TensorTransport, request: ReceiveObject, signal: AbortSignal): Promise<void> => {
+export const receiveObject = async (transport: PromiseTransport, request: ReceiveObject, signal: AbortSignal): Promise<void> => {
   const { info, via, into, writesUntil } = request
   const peers = { objectId: info.objectId, producer: info.producer, producerAddress: info.producerAddress, consumer: request.consumer }
   if (transport.capabilities.oneSided) {

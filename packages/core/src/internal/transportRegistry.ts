@@ -4,8 +4,12 @@
  */
 import { isAbsolute, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import { TransportLoadError, UnknownTransportError } from "../Errors.js"
-import { type FetchRequest, type TensorTransport, defineTransport, isTensorTransport } from "../Transport.js"
+import { type DefinedTransport, type FetchRequest, type PromiseTransport, type TensorTransport, defineTransport, isTensorTransport } from "../Transport.js"
 
 export const objectStoreName = "object-store"
 
@@ -13,7 +17,7 @@ export const objectStoreName = "object-store"
  * The built-in default: bytes travel through the control plane, read by the consumer's agent from the
  * producer's agent (which serves them even while the producer's main thread is busy).
  */
-export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<void>): TensorTransport =>
+export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<void>): DefinedTransport =>
   defineTransport({
     name: objectStoreName,
     // A reply's body may be read into the receive buffers after its fetch was given up on.
@@ -25,6 +29,14 @@ export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<v
 export const normalizeSpecifier = (specifier: string): string =>
   specifier.startsWith(".") || isAbsolute(specifier) ? pathToFileURL(resolve(specifier)).href : specifier
 
+/** An export shaped like a transport: made by `defineEffectTransport` or `defineTransport`, or a plain object written with Promises. */
+const isTransportShaped = (value: unknown): value is PromiseTransport | TensorTransport =>
+  typeof value === "object" && value !== null && typeof (value as PromiseTransport).name === "string" && typeof (value as PromiseTransport).capabilities === "object"
+
+/** The contract of an export: itself when written in Effect, else what `defineTransport` adapted (now, for a plain object). */
+const contractOf = (transport: PromiseTransport | TensorTransport): TensorTransport =>
+  isTensorTransport(transport) ? transport : defineTransport(transport).effect
+
 const importTransports = async (specifier: string): Promise<Array<TensorTransport>> => {
   let module: Record<string, unknown>
   try {
@@ -35,14 +47,15 @@ const importTransports = async (specifier: string): Promise<Array<TensorTranspor
       specifier,
     })
   }
-  const found = [...new Set(Object.values(module).filter(isTensorTransport))]
+  const found = [...new Set(Object.values(module).filter(isTransportShaped))]
   if (found.length === 0) {
     throw new TransportLoadError({
       message: `module "${specifier}" exports no TensorTransport (an object with a lowercase name and capabilities)`,
       specifier,
     })
   }
-  return found.map((t) => defineTransport(t))
+  // A transport may be exported twice (by name and as default): one contract each.
+  return [...new Set(found.map(contractOf))]
 }
 
 export interface TransportDeps {
@@ -53,7 +66,7 @@ export const loadTransports = async (
   specifiers: ReadonlyArray<string>,
   deps: TransportDeps,
 ): Promise<Map<string, TensorTransport>> => {
-  const registry = new Map<string, TensorTransport>([[objectStoreName, objectStoreTransport(deps.fetchFrom)]])
+  const registry = new Map<string, TensorTransport>([[objectStoreName, objectStoreTransport(deps.fetchFrom).effect]])
   for (const specifier of specifiers) {
     for (const transport of await importTransports(specifier)) {
       const existing = registry.get(transport.name)
@@ -73,4 +86,65 @@ export const unknownTransport = (name: string, registered: Iterable<string>): Un
     transport: name,
     registered: names,
   })
+}
+
+/**
+ * The Promise functions the runtime calls for a transport: those of one written with Promises as
+ * they are (no fiber per transfer); those of one written in Effect, each hook run to a Promise
+ * that settles as its Effect ends (the request's signal interrupts it), each registration's scope
+ * kept until its object is released.
+ */
+export const promiseFace = (transport: TensorTransport): PromiseTransport => transport.promise ?? runEffectHooks(transport)
+
+/** The Promise faces of loaded transports, by name: what a thread's runtime calls. */
+export const promiseFaces = (transports: ReadonlyMap<string, TensorTransport>): Map<string, PromiseTransport> =>
+  new Map([...transports].map(([name, transport]) => [name, promiseFace(transport)]))
+
+/** Runs a hook's Effect: its failure, or its defect, rejects the Promise as it is. */
+const run = <A>(effect: Effect.Effect<A, unknown>, signal?: AbortSignal): Promise<A> =>
+  Effect.runPromiseExit(effect, signal === undefined ? undefined : { signal }).then((exit) =>
+    Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause)),
+  )
+
+const runEffectHooks = (t: TensorTransport): PromiseTransport => {
+  const hook =
+    <R>(effect: ((request: R) => Effect.Effect<void, unknown>) | undefined) =>
+    (request: R) =>
+      run(effect!(request), (request as { readonly signal?: AbortSignal }).signal)
+  const register = t.register
+  /** The scope of each object registered here, closed when the object is released. */
+  const registrations = new Map<string, Scope.Closeable>()
+  return {
+    name: t.name,
+    capabilities: t.capabilities,
+    ...(register === undefined
+      ? {}
+      : {
+          extractMetadata: async (object) => {
+            const scope = Scope.makeUnsafe()
+            try {
+              const metadata = await run(Scope.provide(scope)(register(object)))
+              registrations.set(object.objectId, scope)
+              return metadata
+            } catch (error) {
+              await run(Scope.close(scope, Exit.void))
+              throw error
+            }
+          },
+          release: async (object) => {
+            const scope = registrations.get(object.objectId)
+            registrations.delete(object.objectId)
+            if (scope !== undefined) await run(Scope.close(scope, Exit.void))
+          },
+        }),
+    ...(t.fetch === undefined ? {} : { fetch: hook(t.fetch) }),
+    ...(t.send === undefined ? {} : { send: hook(t.send) }),
+    ...(t.receive === undefined ? {} : { receive: hook(t.receive) }),
+    ...(t.allreduce === undefined ? {} : { allreduce: hook(t.allreduce) }),
+    ...(t.broadcast === undefined ? {} : { broadcast: hook(t.broadcast) }),
+    ...(t.createGroup === undefined ? {} : { createGroup: hook(t.createGroup) }),
+    ...(t.destroyGroup === undefined ? {} : { destroyGroup: (name: string) => run(t.destroyGroup!(name)) }),
+    ...(t.inspect === undefined ? {} : { inspect: t.inspect }),
+    ...(t.close === undefined ? {} : { close: () => run(t.close!) }),
+  }
 }

@@ -7,7 +7,7 @@
 import * as fs from "node:fs"
 import * as net from "node:net"
 import { MissingGroupError, ObjectFreedError, UnsupportedOperationError } from "../../Errors.js"
-import type { ReduceOp, TensorTransport, TransportObject } from "../../Transport.js"
+import type { PromiseTransport, ReduceOp, TransportObject } from "../../Transport.js"
 import { Connection, decoded } from "../connection.js"
 import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type ObjectInfo, decodeAgentRequest } from "../messages.js"
 import { PendingTransfers, transferLabel } from "../pendingTransfers.js"
@@ -15,7 +15,7 @@ import { pidExists, statFields } from "../processes.js"
 import { BufferUse } from "../quarantine.js"
 import { receiveLabel, receiveObject } from "../receiveObject.js"
 import { tensorMeta } from "../tensorMeta.js"
-import { loadTransports, unknownTransport } from "../transportRegistry.js"
+import { loadTransports, promiseFaces, unknownTransport } from "../transportRegistry.js"
 import { type WireTensor, fromWireTensor } from "../wireTensor.js"
 import { toWireError } from "../wireError.js"
 import { Fetches } from "./Fetches.js"
@@ -69,7 +69,7 @@ export interface AgentOptions {
 export type AgentWorkerData = Omit<AgentOptions, "emit" | "takeQueuedCommands">
 
 interface Held {
-  readonly transport: TensorTransport
+  readonly transport: PromiseTransport
   readonly object: TransportObject
   readonly registeredHere: boolean
 }
@@ -84,7 +84,8 @@ const parentAlive = (parentPid: number): boolean => {
 }
 
 export class Agent {
-  private transports = new Map<string, TensorTransport>()
+  /** What this thread calls for each transport: its Promise face (`promiseFace`). */
+  private transports = new Map<string, PromiseTransport>()
   private readonly held = new Map<string, Held>()
   private readonly groups: Memberships
   private readonly fetches = new Fetches()
@@ -100,9 +101,11 @@ export class Agent {
   }
 
   async start(): Promise<void> {
-    this.transports = await loadTransports(this.options.transports, {
-      fetchFrom: (r) => this.fetches.fetch(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
-    })
+    this.transports = promiseFaces(
+      await loadTransports(this.options.transports, {
+        fetchFrom: (r) => this.fetches.fetch(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
+      }),
+    )
     fs.rmSync(this.options.address, { force: true })
     await new Promise<void>((resolve, reject) => {
       this.server.once("error", reject)
@@ -118,7 +121,7 @@ export class Agent {
     }
   }
 
-  private transport(name: string): TensorTransport {
+  private transport(name: string): PromiseTransport {
     const transport = this.transports.get(name)
     if (transport === undefined) throw unknownTransport(name, this.transports.keys())
     return transport

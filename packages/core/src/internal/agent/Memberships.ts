@@ -5,7 +5,7 @@
  * reported to the process's main thread, which runs `group(name)` on them.
  */
 import { TransferError } from "../../Errors.js"
-import type { TensorTransport } from "../../Transport.js"
+import type { PromiseTransport } from "../../Transport.js"
 import type { Connection } from "../connection.js"
 import type { AgentReply, AllGathered, GroupSetup } from "../messages.js"
 import { Requests } from "../requests.js"
@@ -30,7 +30,7 @@ export class Memberships {
   private readonly gathers = new Requests<ReadonlyArray<Uint8Array>>()
 
   constructor(
-    private readonly transport: (name: string) => TensorTransport,
+    private readonly transport: (name: string) => PromiseTransport,
     private readonly emit: (event: AgentEvent) => void,
   ) {}
 
