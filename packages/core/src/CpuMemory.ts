@@ -101,6 +101,7 @@ class CpuMemoryPool implements MemoryPool {
   private readonly out = new Map<Block, WeakRef<PoolStorage>>()
   // Holds only the block, never the storage, so an unreachable storage can be collected.
   private readonly registry = new FinalizationRegistry<Block>((block) => this.release(block))
+  private closed = false
 
   constructor(options: CpuMemoryPoolOptions) {
     this.name = options.name ?? "cpu-pool"
@@ -128,6 +129,7 @@ class CpuMemoryPool implements MemoryPool {
   }
 
   allocate(byteLength: number): Storage {
+    if (this.closed) throw new UnsupportedOperationError({ message: `memory pool "${this.name}" is closed` })
     const n = checkIndex(byteLength, "byteLength")
     if (n === 0) return new PoolStorage(this, new Uint8Array(this.buffer, 0, 0), undefined)
     const block = this.blocks.allocate(n) ?? (this.reclaimCollected() ? this.blocks.allocate(n) : undefined)
@@ -151,6 +153,19 @@ class CpuMemoryPool implements MemoryPool {
     if (s.block === undefined) return
     this.registry.unregister(s.block)
     this.release(s.block)
+  }
+
+  /** Allocates no more; its blocks stay valid while their storages are reachable, and its memory goes with the last of them. */
+  close(): void {
+    this.closed = true
+  }
+
+  [Symbol.dispose](): void {
+    this.close()
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close()
   }
 
   private release(block: Block): void {

@@ -3,14 +3,15 @@ import { AsyncLocalStorage } from "node:async_hooks"
 import type { Allocator, DeviceAllocatorFactory } from "../Allocator.js"
 import type { Device } from "../Device.js"
 
-export interface Scope {
+/** One scope of `withAllocator`, in either face: its allocator, and the scope it was made in. */
+export interface AllocatorScope {
   readonly allocator: Allocator
-  readonly parent: Scope | undefined
+  readonly parent: AllocatorScope | undefined
 }
 
 interface AllocatorState {
   nextStorageId: number
-  readonly scope: AsyncLocalStorage<Scope>
+  readonly scope: AsyncLocalStorage<AllocatorScope>
   readonly factories: Map<"cuda", DeviceAllocatorFactory>
   readonly deviceAllocators: Map<Device, Allocator>
 }
@@ -20,7 +21,7 @@ interface AllocatorState {
 const STATE_KEY = Symbol.for("tensorlane.allocatorState.v1")
 export const state: AllocatorState = ((globalThis as { [STATE_KEY]?: AllocatorState })[STATE_KEY] ??= {
   nextStorageId: 1,
-  scope: new AsyncLocalStorage<Scope>(),
+  scope: new AsyncLocalStorage<AllocatorScope>(),
   factories: new Map(),
   deviceAllocators: new Map(),
 })
