@@ -80,7 +80,16 @@ class RegisteredPool implements NixlMemoryPool {
     if (this.key === undefined) return
     const key = this.key
     this.key = undefined
+    this.inner.close()
     loadNixl().addon.release(key)
+  }
+
+  [Symbol.dispose](): void {
+    this.close()
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close()
   }
 }
 

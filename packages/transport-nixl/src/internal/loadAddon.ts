@@ -15,7 +15,7 @@ import type { NixlAddon } from "../AddonTypes.js"
 import { nixlSettings } from "./settings.js"
 
 export const LIBRARY = "libnixl_capi.so"
-const PACKAGE = "@tensorlane/transport-nixl"
+export const PACKAGE = "@tensorlane/transport-nixl"
 const WHEEL = "nixl-cu12==1.5.1"
 export const FIX_LIBRARY = `bash tools/setup.sh (it runs packages/transport-nixl/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nixl ${WHEEL}, or point NIXL_LIB_DIR at the folder holding ${LIBRARY}`
 
