@@ -111,7 +111,7 @@ export class NcclMemPool implements MemoryPool {
   /** Registrations by group name, then by segment index. */
   readonly registrations = new Map<string, Map<number, SegmentRegistration>>()
   private readonly segmentList: Array<SegmentState> = []
-  private destroyed = false
+  private closed = false
   private readonly collected = new FinalizationRegistry<Block>((block) => this.release(block))
 
   constructor(options: NcclMemPoolOptions = {}) {
@@ -146,7 +146,7 @@ export class NcclMemPool implements MemoryPool {
   }
 
   allocate(byteLength: number): Storage {
-    if (this.destroyed) throw new UnsupportedOperationError({ message: `pool "${this.name}" was destroyed` })
+    if (this.closed) throw new UnsupportedOperationError({ message: `pool "${this.name}" is closed` })
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new ShapeError({ message: `byteLength must be a non-negative integer, got ${byteLength}` })
     if (byteLength === 0) return new PoolBlockStorage(this, this.device, 0, 0n, undefined)
     const block = this.take(byteLength) ?? this.take(byteLength, this.grow(byteLength))!
@@ -175,19 +175,27 @@ export class NcclMemPool implements MemoryPool {
    * Gives every segment back to CUDA. Refused while blocks are in use or while the pool is
    * registered with a group (deregister it first: registered memory must outlive its registration).
    */
-  destroy(): void {
-    if (this.destroyed) return
+  close(): void {
+    if (this.closed) return
     forgetEndedRegistrations(this)
     const registered = [...this.registrations].filter(([, r]) => r.size > 0).map(([g]) => g)
     if (registered.length > 0) {
       throw new UnsupportedOperationError({ message: `pool "${this.name}" is still registered with ${registered.join(", ")}: deregisterMemPool first` })
     }
     if (this.used > 0) throw new UnsupportedOperationError({ message: `pool "${this.name}" still has ${this.used} bytes in use` })
-    this.destroyed = true
+    this.closed = true
     for (const s of this.segmentList) {
       cudaCall(s.viaNccl ? "ncclMemFree" : "cudaFree", this.device, (addon) => addon.deviceFree(deviceIndex(this.device), s.address, s.viaNccl))
     }
     this.segmentList.length = 0
+  }
+
+  [Symbol.dispose](): void {
+    this.close()
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close()
   }
 
   private take(byteLength: number, only?: number): Block | undefined {

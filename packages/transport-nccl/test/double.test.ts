@@ -12,8 +12,12 @@ import * as os from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { Tensor } from "@tensorlane/core"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest"
 import {
+  NcclEffect,
   type NcclMemPool,
   type PoolGroup,
   allocateNcclMemory,
@@ -273,11 +277,32 @@ describe("NCCL memory pools", () => {
     expect(() => a.handle).toThrow(expect.objectContaining({ _tag: "ObjectFreedError" }))
     expect(() => pool.allocate(4096)).toThrow(expect.objectContaining({ _tag: "OutOfMemoryError" }))
     expect(pool.allocate(0).byteLength).toBe(0)
-    expect(() => pool.destroy()).toThrow(/in use/)
+    expect(() => pool.close()).toThrow(/in use/)
     for (const s of [b, c, d]) pool.free(s)
     expect(pool.used).toBe(0)
-    pool.destroy()
+    pool.close()
     expect(calls("ncclMemFree")).toHaveLength(2)
+  })
+
+  it("closes with close(), `using` and the scope of NcclEffect.createNcclMemPool alike: its segments go back", async () => {
+    {
+      using pool = createNcclMemPool({ segmentBytes: 4096 })
+      pool.free(pool.allocate(100))
+    }
+    expect(calls("ncclMemFree")).toHaveLength(1)
+    const closed = await Effect.runPromise(
+      Effect.scoped(
+        Effect.map(NcclEffect.createNcclMemPool({ segmentBytes: 4096 }), (pool) => {
+          pool.free(pool.allocate(100))
+          return pool
+        }),
+      ),
+    )
+    expect(calls("ncclMemFree")).toHaveLength(2)
+    expect(() => closed.allocate(8)).toThrow(expect.objectContaining({ _tag: "UnsupportedOperationError" }))
+    // Still in use when its scope closes: the pool refuses to close, a defect of the release.
+    const inUse = await Effect.runPromiseExit(Effect.scoped(Effect.map(NcclEffect.createNcclMemPool({ segmentBytes: 4096 }), (pool) => pool.allocate(100))))
+    expect(Exit.isFailure(inUse) && Cause.hasDies(inUse.cause)).toBe(true)
   })
 
   it("registerMemPool registers only new segments, in allocation order, on every rank", async () => {
@@ -585,7 +610,7 @@ describe("NCCL memory pools", () => {
     await registerMemPool(pool, solo)
     await nccl.destroyGroup!("renew#0")
     pool.free(block)
-    pool.destroy()
+    pool.close()
     expect(pool.registrations.size).toBe(0)
     expect(calls("ncclMemFree")).toHaveLength(1)
   })

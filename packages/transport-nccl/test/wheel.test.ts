@@ -87,7 +87,7 @@ describe.skipIf(hasGpu)("without a GPU", () => {
       Effect.gen(function* () {
         const pool = yield* NcclEffect.createNcclMemPool()
         return yield* NcclEffect.registerMemPool(pool, member)
-      }).pipe(Effect.flip),
+      }).pipe(Effect.flip, Effect.scoped),
     )
     expect(error).toMatchObject({ _tag: "MissingGroupError", backend: "nccl" })
     const status = await Effect.runPromise(NcclEffect.ncclStatus)

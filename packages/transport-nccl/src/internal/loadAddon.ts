@@ -16,7 +16,7 @@ import { type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLi
 import type { NcclAddon } from "../AddonTypes.js"
 import { type NcclVersion, parseNcclVersion } from "../NcclVersion.js"
 
-const PACKAGE = "@tensorlane/transport-nccl"
+export const PACKAGE = "@tensorlane/transport-nccl"
 const INSTALL = "bash tools/setup.sh (it runs packages/transport-nccl/scripts/install-wheel.sh)"
 
 export const NCCL_LIBRARY_ENV = "TENSORLANE_NCCL_LIBRARY"
