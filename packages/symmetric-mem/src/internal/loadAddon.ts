@@ -12,7 +12,7 @@ import { join } from "node:path"
 import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
 import type { SymmetricAddon } from "../AddonTypes.js"
 
-const PACKAGE = "@tensorlane/symmetric-mem"
+export const PACKAGE = "@tensorlane/symmetric-mem"
 const NVSHMEM_LIBRARY = "libnvshmem_host.so.3"
 const NVSHMEM_WHEEL = "nvidia-nvshmem-cu12==3.8.0"
 const NVSHMEM_FIX = `bash tools/setup.sh (it runs packages/symmetric-mem/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nvshmem ${NVSHMEM_WHEEL}, or point NVSHMEM_LIB_DIR at the folder holding ${NVSHMEM_LIBRARY}`
