@@ -1,7 +1,9 @@
 /**
  * The worked example of docs/custom-transport.md, examples/transport-tcp, loaded by package name like
- * any third-party transport: actor to actor, actor to driver (into a target), put from the driver,
- * nested values of every dtype, progress while the producer is busy, and nothing left once released.
+ * any third-party transport, in both its forms: written with Promises (`tcp`) and in Effect
+ * (`tcp-effect`, the package's `./effect`). Each moves tensors actor to actor, actor to driver (into
+ * a target), put from the driver, nested values of every dtype, progresses while the producer is
+ * busy, and leaves nothing once released.
  */
 import { type ActorHandle, type Cluster, type ObjectRef, Tensor, start } from "@tensorlane/core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -10,13 +12,14 @@ import { digest, nested } from "./fixtures/samples.ts"
 import { expectClean, sleep, take as takeFrom } from "./helpers.ts"
 
 const TCP = "@tensorlane-examples/transport-tcp"
+const TCP_EFFECT = "@tensorlane-examples/transport-tcp/effect"
 
 let cluster: Cluster
 let a: ActorHandle<typeof Worker>
 let b: ActorHandle<typeof Worker>
 
 beforeAll(async () => {
-  cluster = await start({ transports: [TCP] })
+  cluster = await start({ transports: [TCP, TCP_EFFECT] })
   ;[a, b] = await cluster.spawn(Worker, { count: 2 })
 }, 60_000)
 afterAll(() => cluster?.shutdown())
@@ -24,9 +27,9 @@ afterEach(() => expectClean(cluster))
 
 const take = <T>(ref: ObjectRef<T>): Promise<T> => takeFrom(cluster)(ref)
 
-describe("examples/transport-tcp, loaded by name", () => {
+describe.each(["tcp", "tcp-effect"])("examples/transport-tcp's %s, loaded by name", (transport) => {
   it("moves a tensor actor to actor and to the driver, and serves it while the producer holds it", async () => {
-    const ref = a.make.options({ tensorTransport: "tcp" })(4 << 20)
+    const ref = a.make.options({ tensorTransport: transport })(4 << 20)
     expect(await take(b.sum(ref))).toBe(1 << 20)
     expect((await cluster.inspect()).processes[a.actorId].registrations).toEqual([ref.id])
     const target = Tensor.zeros([1 << 20], { dtype: "float32" })
@@ -38,17 +41,17 @@ describe("examples/transport-tcp, loaded by name", () => {
 
   it("carries nested values of every dtype, both ways", async () => {
     const expected = nested(64, 3)
-    const ref = a.nested.options({ tensorTransport: "tcp" })(64, 3)
+    const ref = a.nested.options({ tensorTransport: transport })(64, 3)
     expect(await take(b.digest(ref))).toEqual(digest(expected))
     expect(digest(await cluster.get(ref))).toEqual(digest(expected))
     ref.release()
-    const put = await cluster.put(expected, { tensorTransport: "tcp" })
+    const put = await cluster.put(expected, { tensorTransport: transport })
     expect(await take(b.digest(put))).toEqual(digest(expected))
     put.release()
   })
 
   it("serves from the producer's transfer agent while its JS thread is busy", async () => {
-    const ref = a.make.options({ tensorTransport: "tcp" })(1 << 20)
+    const ref = a.make.options({ tensorTransport: transport })(1 << 20)
     await take(b.numel(ref)) // the object exists before the producer gets busy
     const busy = a.busy(2_000)
     await sleep(300) // let the producer's main thread start spinning

@@ -21,6 +21,7 @@ const snippetsDir = join(docsDir, "snippets")
 /** Snippets that are programs: what each prints. */
 const PROGRAMS: ReadonlyArray<readonly [string, RegExp]> = [
   ["custom-transport.ts", /^sum over tcp: 1048576\ndriver copy: Tensor\(float32, \[1048576\], cpu\)/m],
+  ["custom-transport-effect.ts", /^sum over tcp-effect: 1048576\ntransports: object-store, (gloo, tcp-effect|tcp-effect, gloo)$/m],
   ["cpu-pool.ts", /^pool: 786432 of 1048576 bytes used, b\.sum\(\) = 65536\nOutOfMemoryError: .*capacity 1048576 bytes.*\nafter freeing a: 262144 bytes used$/m],
   ["nixl-pool.ts", /^registered: true, 4194304 bytes used, sum 2097152\nafter close: registered false$/m],
   ["registration.ts", /^pinned: 1 reference\nshard sum: 1024\nregistrations of the owner: 1\nafter unpinning: 1 reference \(the shard's object\)\nupdated sum: 524288$/m],
@@ -36,6 +37,8 @@ const MODULES = ["actors.ts", "weights.ts", "heap.ts", "ncclTrainer.ts"]
 /** Files shown from outside docs/snippets, and the test that runs each. */
 const RUN_ELSEWHERE: Readonly<Record<string, string>> = {
   "examples/transport-tcp/index.mjs": "test/customTransport.test.ts",
+  "examples/transport-tcp/protocol.mjs": "test/customTransport.test.ts",
+  "examples/transport-tcp/effect.mjs": "test/customTransport.test.ts",
 }
 
 interface Block {
