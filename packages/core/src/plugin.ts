@@ -4,7 +4,7 @@
  * failures and settings are `@tensorlane/core/native`.
  */
 export * from "./Transport.js"
-export { attempt, isTaggedError } from "./internal/attempt.js"
+export { attempt } from "./internal/attempt.js"
 export type { DeviceAllocatorFactory } from "./Allocator.js"
 export { currentAllocator, nextStorageId, registerDeviceAllocator } from "./AllocatorScope.js"
 export { BlockAllocator, type Block } from "./BlockAllocator.js"

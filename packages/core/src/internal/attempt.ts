@@ -5,7 +5,7 @@
 import * as Effect from "effect/Effect"
 import type { TaggedError } from "../Errors.js"
 
-export const isTaggedError = (error: unknown): error is TaggedError =>
+const isTaggedError = (error: unknown): error is TaggedError =>
   error instanceof Error && typeof (error as { _tag?: unknown })._tag === "string"
 
 /**

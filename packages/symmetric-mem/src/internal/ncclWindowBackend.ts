@@ -67,7 +67,7 @@ const blocksOf = (group: string): Set<Storage> => {
 }
 
 /** Runs a local step, returning its failure (for agreeOnOutcome) instead of throwing it. */
-const attempt = async <A>(what: string, step: () => A | Promise<A>): Promise<{ readonly value?: A; readonly failure?: LocalFailure }> => {
+const localOutcome = async <A>(what: string, step: () => A | Promise<A>): Promise<{ readonly value?: A; readonly failure?: LocalFailure }> => {
   try {
     return { value: await step() }
   } catch (error) {
@@ -108,7 +108,7 @@ export const ncclWindowBackend: SymmetricBackend = {
     const agree = (failure: LocalFailure | undefined, rollback: () => Promise<void>) =>
       agreeOnOutcome(group, what, failure, async () => (await rollback(), []), { ...agreement, ownErrors: true })
     // Local steps: the libraries, the version gate, the communicator (or where the heap's own will be), the memory.
-    const prepared = await attempt("allocating its block", () => {
+    const prepared = await localOutcome("allocating its block", () => {
       const { version } = nccl.loadCuda()
       nccl.requireFeature(version, "windows", `the ${NAME} backend of @tensorlane/symmetric-mem (ncclCommWindowRegister)`)
       const wanted = options.device === undefined ? undefined : parseDevice(options.device)
@@ -129,7 +129,7 @@ export const ncclWindowBackend: SymmetricBackend = {
     }
     if (communicator.own && !nccl.loadCuda().addon.communicators().some((c) => c.group === communicator.name)) {
       // The heap's own communicator: rank 0's unique id over the group's gather (the transport's own group setup).
-      const made = await attempt(`creating communicator "${communicator.name}"`, () =>
+      const made = await localOutcome(`creating communicator "${communicator.name}"`, () =>
         nccl.nccl.createGroup!({ name: communicator.name, rank: member.rank, worldSize: member.worldSize, members: [], timeoutMs, allGather: gather }),
       )
       created = made.failure === undefined
