@@ -23,6 +23,7 @@ const PROGRAMS: ReadonlyArray<readonly [string, RegExp]> = [
   ["custom-transport.ts", /^sum over tcp: 1048576\ndriver copy: Tensor\(float32, \[1048576\], cpu\)/m],
   ["custom-transport-effect.ts", /^sum over tcp-effect: 1048576\ntransports: object-store, (gloo, tcp-effect|tcp-effect, gloo)$/m],
   ["cpu-pool.ts", /^pool: 786432 of 1048576 bytes used, b\.sum\(\) = 65536\nOutOfMemoryError: .*capacity 1048576 bytes.*\nafter freeing a: 262144 bytes used$/m],
+  ["effect-pool.ts", /^activations: 262144 bytes used, sum 65536$/m],
   ["nixl-pool.ts", /^registered: true, 4194304 bytes used, sum 2097152\nafter close: registered false$/m],
   ["registration.ts", /^pinned: 1 reference\nshard sum: 1024\nregistrations of the owner: 1\nafter unpinning: 1 reference \(the shard's object\)\nupdated sum: 524288$/m],
   ["failures.ts", /^ApplicationError \(RangeError in Worker-0\.fail\): .*no such shard\nTimeoutError after 100 ms\nActorDiedError: Worker-1\na still answers: 4$/m],
