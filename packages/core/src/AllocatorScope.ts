@@ -14,7 +14,6 @@ import { type Device, parseDevice } from "./Device.js"
 import { DeviceError } from "./Errors.js"
 import { type AllocatorScope, state } from "./internal/allocatorState.js"
 
-export type { AllocatorScope }
 export { nextStorageId } from "./internal/allocatorState.js"
 
 /** The allocator scope of Effect code: a fiber's innermost `TensorlaneMemory.withAllocator` (undefined outside any). */

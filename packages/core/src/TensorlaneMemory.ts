@@ -13,6 +13,7 @@ import type { ShapeError, TaggedError } from "./Errors.js"
 import { attempt } from "./internal/attempt.js"
 
 export { CurrentAllocator }
+export type { AllocatorScope } from "./internal/allocatorState.js"
 
 /**
  * `withAllocator` for Effect code: tensor factories that `self` runs allocate from `allocator` (for

@@ -66,9 +66,9 @@ export interface TransportCapabilities {
   /**
    * A fetch, receive or collective that failed (or that the runtime gave up on) no longer writes its
    * buffers once it ended (its Effect, or its promise) and every promise it handed to the request's
-   * `writesUntil` settled too. The runtime keeps the memory of a failed transfer out of reuse until then, and only
-   * until then; without this, for the life of the process (it cannot know what a transport still
-   * writes).
+   * `writesUntil` settled too. The runtime keeps the memory of a failed transfer out of reuse until
+   * then, and only until then; without this, for the life of the process (it cannot know what a
+   * transport still writes).
    */
   readonly tracksBuffers?: boolean
 }

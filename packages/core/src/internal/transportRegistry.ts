@@ -108,9 +108,9 @@ const run = <A>(effect: Effect.Effect<A, unknown>, signal?: AbortSignal): Promis
 
 const runEffectHooks = (t: TensorTransport): PromiseTransport => {
   const hook =
-    <R>(effect: ((request: R) => Effect.Effect<void, unknown>) | undefined) =>
+    <R extends object>(effect: (request: R) => Effect.Effect<void, unknown>) =>
     (request: R) =>
-      run(effect!(request), (request as { readonly signal?: AbortSignal }).signal)
+      run(effect(request), (request as { readonly signal?: AbortSignal }).signal)
   const register = t.register
   /** The scope of each object registered here, closed when the object is released. */
   const registrations = new Map<string, Scope.Closeable>()
