@@ -42,7 +42,7 @@ export {
   type WaitTensorFreedOptions,
 } from "./InActor.js"
 export type { ReduceOp } from "./Transport.js"
-export { MAX_MESSAGE_BYTES } from "./internal/frame.js"
+export { MAX_MESSAGE_BYTES } from "./Limits.js"
 export { transferBytes, transferCount, transferLatency, transferSpanName, type TransferStat } from "./Metrics.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"
 export * as TensorlaneMemory from "./TensorlaneMemory.js"

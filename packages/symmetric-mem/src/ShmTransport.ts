@@ -13,10 +13,10 @@
 import { DeviceError, ShapeError, TransferError } from "@tensorlane/core"
 import { defineTransport } from "@tensorlane/core/plugin"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
-import { loadAddon } from "./internal/loadAddon.js"
+import { loadAddon } from "./Loader.js"
 import { closePeerSegments, peerSegment } from "./internal/peerSegments.js"
 import { bootId } from "./internal/settings.js"
-import { type ShmMetadata, type ShmSegmentRef, type ShmTensorRef, parseShmMetadata } from "./internal/shmMetadata.js"
+import { type ShmMetadata, type ShmSegmentRef, type ShmTensorRef, parseShmMetadata } from "./ShmMetadata.js"
 import { createShmGroup, destroyShmGroup } from "./internal/shmGroups.js"
 import { STAGING_KEY, closeStaging, stage, stagedObjects, unstage } from "./internal/staging.js"
 

@@ -12,8 +12,8 @@ import { checkShape, messageOf, numelOf } from "@tensorlane/core/plugin"
 import type { Gather, SymmetricBlock } from "./Backend.js"
 import { SymmetricFreeError } from "./Errors.js"
 import { type Statement, agree } from "./internal/agreement.js"
-import { type BackendName, backendFor } from "./internal/backends.js"
-import { loadAddon } from "./internal/loadAddon.js"
+import { type BackendName, backendFor } from "./Backends.js"
+import { loadAddon } from "./Loader.js"
 
 export interface AllocateSymmetricOptions {
   /** The collective group (by name) whose members allocate together. */

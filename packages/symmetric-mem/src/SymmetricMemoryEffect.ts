@@ -29,7 +29,7 @@ import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type { SymmetricBackendError, SymmetricFreeError, SymmetricMismatchError } from "./Errors.js"
 import { type AllocateSymmetricOptions, type FreeSymmetricOptions, allocateSymmetric, freeSymmetric } from "./SymmetricMemory.js"
-import { PACKAGE } from "./internal/loadAddon.js"
+import { PACKAGE } from "./Loader.js"
 
 /** The ranks' exchange failing: a member gone, too slow, or a statement that does not decode or fit. */
 type ExchangeFailure = TimeoutError | TransferError | ProtocolError | MessageTooLargeError

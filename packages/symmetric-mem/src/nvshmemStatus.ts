@@ -1,6 +1,6 @@
 /** What NVSHMEM looks like in this process, for diagnostics and tests (core's PackageStatus contract). */
 import type { PackageStatus } from "@tensorlane/core/native"
-import { loadNvshmem } from "./internal/loadAddon.js"
+import { loadNvshmem } from "./Loader.js"
 
 export interface NvshmemStatus extends PackageStatus {
   /** The libnvshmem_host.so.3 this process loaded. */

@@ -1,6 +1,6 @@
 /** What the package needs in this process, for diagnostics (`tensorlane doctor`; core's PackageStatus contract). */
 import type { PackageStatus } from "@tensorlane/core/native"
-import { addon } from "./internal/loadAddon.js"
+import { addon } from "./Loader.js"
 import { nvshmemStatus } from "./nvshmemStatus.js"
 
 export interface SymmetricMemStatus extends PackageStatus {

@@ -10,7 +10,7 @@ import * as os from "node:os"
 import { join } from "node:path"
 import { Worker } from "node:worker_threads"
 import { afterEach, describe, expect, it } from "vitest"
-import { loadAddon } from "../src/internal/loadAddon.ts"
+import { loadAddon } from "../src/Loader.ts"
 
 const addon = loadAddon()
 const keys: Array<string> = []

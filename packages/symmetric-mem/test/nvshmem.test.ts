@@ -12,7 +12,7 @@ import * as os from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { nvshmemCandidates, nvshmemStatus } from "../src/index.ts"
-import { loadAddon } from "../src/internal/loadAddon.ts"
+import { loadAddon } from "../src/Loader.ts"
 import { buildFakeCudaDriver, fakeCudaCalls } from "./doubles/build.ts"
 
 describe("NVSHMEM's host library", () => {

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { afterEach, expect, it } from "vitest"
-import { loadAddon } from "../src/internal/loadAddon.ts"
+import { loadAddon } from "../src/Loader.ts"
 import { closePeerSegments, peerSegment } from "../src/internal/peerSegments.ts"
 
 const addon = loadAddon()

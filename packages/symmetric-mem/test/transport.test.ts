@@ -9,7 +9,7 @@ import { type TensorMeta } from "@tensorlane/core/plugin"
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
 import { shm } from "../src/index.ts"
 import { cudaDriverLibrary, heapBytesPerRank, stagingBytes } from "../src/internal/settings.ts"
-import type { ShmMetadata } from "../src/internal/shmMetadata.ts"
+import type { ShmMetadata } from "../src/ShmMetadata.ts"
 
 const metaOf = (t: Tensor): TensorMeta => ({ dtype: t.dtype, shape: [...t.shape], device: t.device, nbytes: t.nbytes })
 let next = 0

@@ -10,7 +10,7 @@ import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { type GlooStatus, glooStatus as statusOf } from "./glooStatus.js"
-import { PACKAGE } from "./internal/loadAddon.js"
+import { PACKAGE } from "./Loader.js"
 
 /** Adds gloo to the cluster layer it is provided to (it merges with other transports' layers). */
 export const transport: Layer.Layer<never> = TensorlaneCluster.transport(PACKAGE)

@@ -18,7 +18,7 @@ import { defineTransport } from "@tensorlane/core/plugin"
 import { readSetting, timeoutSetting } from "@tensorlane/core/native"
 import type { NativeGroup, NativeOperation } from "./AddonTypes.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
-import { addon as glooAddon } from "./internal/loadAddon.js"
+import { addon as glooAddon } from "./Loader.js"
 
 /** The dtypes gloo reduces (its math on float16 included); broadcast moves every dtype. */
 export const reducibleDTypes: ReadonlyArray<string> = [

@@ -1,6 +1,6 @@
 /** What `tensorlane doctor` reports about Gloo: the addon and libgloo this process loaded (core's PackageStatus contract). */
 import type { PackageStatus } from "@tensorlane/core/native"
-import { addon, mappedGlooLibrary } from "./internal/loadAddon.js"
+import { addon, mappedGlooLibrary } from "./Loader.js"
 
 export interface GlooStatus extends PackageStatus {
   /** The addon file that loaded. */

@@ -1,6 +1,6 @@
 export { gloo, gloo as default, reducibleDTypes } from "./GlooTransport.js"
 export { glooStatus, type GlooStatus } from "./glooStatus.js"
 export * as GlooEffect from "./GlooEffect.js"
-export { loadGlooAddon } from "./internal/loadAddon.js"
+export { loadGlooAddon } from "./Loader.js"
 export type { GlooAddon, NativeGroup, NativeOperation } from "./AddonTypes.js"
 export type { NativeFailure, NativeFailureCode } from "@tensorlane/core/native"

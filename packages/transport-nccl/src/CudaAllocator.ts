@@ -19,7 +19,7 @@ import {
 import { nextStorageId, registerDeviceAllocator } from "@tensorlane/core/plugin"
 import type { DeviceMemoryHandle, NcclAddon } from "./AddonTypes.js"
 import { toTensorlaneError } from "./internal/failures.js"
-import { loadCuda } from "./internal/loadAddon.js"
+import { loadCuda } from "./Loader.js"
 import { deviceAddress } from "./internal/memory.js"
 
 /** What must be given back when device memory is freed (held apart from the storage, for the collector). */

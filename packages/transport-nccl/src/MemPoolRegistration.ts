@@ -13,7 +13,7 @@ import { type NcclMemPool, type PoolSegment, type SegmentRegistration, forgetEnd
 import { requireFeature, supports } from "./NcclVersion.js"
 import { communicatorCollective } from "./NcclWindows.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
-import { type LoadedNccl, loadCuda } from "./internal/loadAddon.js"
+import { type LoadedNccl, loadCuda } from "./Loader.js"
 
 /** What the registration needs of a group: its name, this rank and the control-plane gather. */
 export type PoolGroup = AgreementGroup

@@ -33,7 +33,7 @@ import {
   ncclMem as ncclMemPromise,
 } from "./MemPoolScopes.js"
 import { type NcclMemPool, type NcclMemPoolOptions, createNcclMemPool as createPool } from "./NcclMemPool.js"
-import { PACKAGE } from "./internal/loadAddon.js"
+import { PACKAGE } from "./Loader.js"
 import { type NcclStatus, ncclStatus as statusOf } from "./ncclStatus.js"
 
 /**

@@ -23,7 +23,7 @@ import type { DeviceMemoryHandle } from "./AddonTypes.js"
 import { copyStorage, cudaCall } from "./CudaAllocator.js"
 import { communicatorDevice } from "./NcclTransport.js"
 import { supports } from "./NcclVersion.js"
-import { loadCuda } from "./internal/loadAddon.js"
+import { loadCuda } from "./Loader.js"
 
 /** Segments are at least this large (as PyTorch's caching allocator's large segments). */
 const DEFAULT_SEGMENT_BYTES = 2 << 20

@@ -26,7 +26,7 @@ import type { NativeBuffer, NativeOperation, NcclAddon } from "./AddonTypes.js"
 import { NCCL_BYTES, ncclReduceOp, reductionType } from "./NcclDTypes.js"
 import type { NcclVersion } from "./NcclVersion.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
-import { loadCuda } from "./internal/loadAddon.js"
+import { loadCuda } from "./Loader.js"
 import { tensorAddress } from "./internal/memory.js"
 import "./CudaAllocator.js"
 

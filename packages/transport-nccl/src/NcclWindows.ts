@@ -9,7 +9,7 @@ import type { Collective } from "@tensorlane/core/plugin"
 import { deviceAllocator } from "./CudaAllocator.js"
 import { requireFeature } from "./NcclVersion.js"
 import { toTensorlaneError } from "./internal/failures.js"
-import { loadCuda } from "./internal/loadAddon.js"
+import { loadCuda } from "./Loader.js"
 import { deviceAddress } from "./internal/memory.js"
 
 /** Device memory from ncclMemAlloc (NCCL >= 2.19), freed with ncclMemFree by `freeNcclMemory` or collection. */

@@ -2,7 +2,7 @@
 import type { PackageStatus } from "@tensorlane/core/native"
 import type { NativeCommunicator, NativeDevices } from "./AddonTypes.js"
 import { type NcclFeature, featureTable, formatNcclVersion } from "./NcclVersion.js"
-import { loadCuda } from "./internal/loadAddon.js"
+import { loadCuda } from "./Loader.js"
 
 export interface NcclStatus extends PackageStatus {
   /** The libnccl.so.2 this process loaded, and its version ("2.28.9"). */

@@ -87,3 +87,22 @@ export interface NixlAddon {
   /** Checks the request (throws code "protocol" on a bad descriptor) and starts the READ; `keep` stays referenced until it ends. */
   readonly read: (request: ReadRequest, keep: unknown) => NativeOperation
 }
+
+/** What a device allocator puts in `storage.handle` for NIXL to find the memory. */
+export interface DeviceMemoryHandle {
+  readonly address: bigint
+}
+
+/** What travels with an object: enough for a consumer to READ every tensor, and nothing else. */
+export interface NixlMetadata {
+  readonly version: 1
+  /** The producer's NIXL agent name. */
+  readonly agent: string
+  /** The producer's NIXL metadata blob (connection info and registered memory keys). */
+  readonly blob: Uint8Array
+  /** The producer's deregistration count when the object was made: a consumer caching an older blob reloads. */
+  readonly epoch: number
+  /** One entry per registered region the tensors lie in (a storage, a pool, a pinned tensor's storage). */
+  readonly regions: ReadonlyArray<DeclaredRegion>
+  readonly tensors: ReadonlyArray<RemoteLayout>
+}

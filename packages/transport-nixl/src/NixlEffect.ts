@@ -21,7 +21,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { type NixlMemoryPool, createNixlMemoryPool } from "./NixlMemoryPool.js"
-import { PACKAGE } from "./internal/loadAddon.js"
+import { PACKAGE } from "./Loader.js"
 import { type NixlStatus, nixlStatus as statusOf } from "./nixlStatus.js"
 import { deregisterNixlMemory, registerNixlMemory } from "./registerNixlMemory.js"
 

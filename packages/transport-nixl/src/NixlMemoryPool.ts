@@ -14,7 +14,7 @@ import {
 } from "@tensorlane/core"
 import type { RegionKey } from "./AddonTypes.js"
 import { toTensorlaneError } from "./internal/failures.js"
-import { loadNixl } from "./internal/loadAddon.js"
+import { loadNixl } from "./Loader.js"
 
 export interface NixlMemoryPool extends MemoryPool {
   /** Whether the pool's memory is still registered (until close()). */

@@ -9,9 +9,10 @@ import { ProtocolError, ShapeError } from "@tensorlane/core"
 import { defineTransport } from "@tensorlane/core/plugin"
 import type { NativeOperation } from "./AddonTypes.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
-import { loadNixl, loadedNixl } from "./internal/loadAddon.js"
+import { loadNixl, loadedNixl } from "./Loader.js"
 import { storageMemory, tensorMemory } from "./internal/memory.js"
-import { type NixlMetadata, registerObject, releaseObject } from "./internal/registrations.js"
+import type { NixlMetadata } from "./AddonTypes.js"
+import { registerObject, releaseObject } from "./internal/registrations.js"
 
 /** Reads of this thread still running, so that close() can end them before the worker goes. */
 const running = new Set<NativeOperation>()

@@ -3,9 +3,8 @@ export { registerNixlMemory, deregisterNixlMemory, nixlRegistrationRefs } from "
 export { createNixlMemoryPool, type NixlMemoryPool } from "./NixlMemoryPool.js"
 export { nixlStatus, type NixlStatus } from "./nixlStatus.js"
 export * as NixlEffect from "./NixlEffect.js"
-export { loadNixl, libraryCandidates } from "./internal/loadAddon.js"
-export type { DeviceMemoryHandle } from "./internal/memory.js"
-export type { NixlMetadata } from "./internal/registrations.js"
+export { loadNixl, libraryCandidates } from "./Loader.js"
+export type { DeviceMemoryHandle, NixlMetadata } from "./AddonTypes.js"
 export type {
   DeclaredRegion,
   MemoryKind,

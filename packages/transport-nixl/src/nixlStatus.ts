@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import { dirname, join } from "node:path"
 import { type PackageStatus, readSetting, textSetting } from "@tensorlane/core/native"
 import type { NativeRegistration } from "./AddonTypes.js"
-import { loadNixl } from "./internal/loadAddon.js"
+import { loadNixl } from "./Loader.js"
 
 export interface NixlStatus extends PackageStatus {
   /** The libnixl_capi.so this process loaded. */

@@ -7,7 +7,7 @@
  * reference counts in process-wide statics (see native/ProcessAgent.h).
  */
 import type { Tensor } from "@tensorlane/core"
-import { loadNixl, loadedNixl } from "./internal/loadAddon.js"
+import { loadNixl, loadedNixl } from "./Loader.js"
 import { storageMemory } from "./internal/memory.js"
 import { pin, unpin } from "./internal/registrations.js"
 

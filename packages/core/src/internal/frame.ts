@@ -6,14 +6,10 @@
 import type { Socket } from "node:net"
 import * as v8 from "node:v8"
 import { MessageTooLargeError, ProtocolError } from "../Errors.js"
+import { MAX_MESSAGE_BYTES } from "../Limits.js"
 
 const PREFIX_BYTES = 12
-/**
- * The largest control message: a frame's header, the v8-serialized message with the value skeletons
- * and errors it carries (tensor bytes travel in bodies, outside it). Channels whose messages are
- * always small accept less; a sender checks the size before it writes anything.
- */
-export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+export { MAX_MESSAGE_BYTES }
 /** Room a message keeps beside the value it carries (ids, transfer stats): a value may take the rest. */
 const ENVELOPE_BYTES = 1024 * 1024
 /** The most a value's description (skeleton, tensor metadata, transport metadata) may take. */

@@ -1,6 +1,6 @@
 /** Turns the addon's failures into typed tensorlane errors (core's nativeError). */
 import { nativeError } from "@tensorlane/core/native"
-import { nvshmemSpec } from "./loadAddon.js"
+import { nvshmemSpec } from "../Loader.js"
 
 export const TRANSPORT = "shm"
 

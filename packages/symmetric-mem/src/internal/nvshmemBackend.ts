@@ -15,7 +15,7 @@ import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
 import { isNativeFailure } from "@tensorlane/core/native"
 import { toTensorlaneError } from "./failures.js"
-import { loadNvshmem } from "./loadAddon.js"
+import { loadNvshmem } from "../Loader.js"
 import { cudaDriverLibrary } from "./settings.js"
 
 const NAME = "nvshmem"

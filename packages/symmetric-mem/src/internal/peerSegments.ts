@@ -8,7 +8,7 @@
 import * as fs from "node:fs"
 import { TransferError } from "@tensorlane/core"
 import { TRANSPORT, toTensorlaneError } from "./failures.js"
-import { loadAddon } from "./loadAddon.js"
+import { loadAddon } from "../Loader.js"
 
 interface Mapping {
   readonly pid: number

@@ -7,7 +7,7 @@
 import * as fs from "node:fs"
 import { type GroupMember, OutOfMemoryError } from "@tensorlane/core"
 import type { Gather } from "../Backend.js"
-import { loadAddon } from "./loadAddon.js"
+import { loadAddon } from "../Loader.js"
 
 /** Where glibc's shm_open puts segments. */
 const SHM_DIR = "/dev/shm"

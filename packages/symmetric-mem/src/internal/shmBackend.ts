@@ -9,7 +9,7 @@ import { BlockAllocator, nextStorageId } from "@tensorlane/core/plugin"
 import type { SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator } from "./collectiveMemory.js"
-import { loadAddon } from "./loadAddon.js"
+import { loadAddon } from "../Loader.js"
 import { reserveOnEveryRank } from "./reservation.js"
 import { groupKey } from "./settings.js"
 

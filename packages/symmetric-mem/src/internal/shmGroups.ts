@@ -10,7 +10,7 @@
 import { TransferError } from "@tensorlane/core"
 import { type GroupSetup } from "@tensorlane/core/plugin"
 import { TRANSPORT, toTensorlaneError } from "./failures.js"
-import { loadAddon } from "./loadAddon.js"
+import { loadAddon } from "../Loader.js"
 import { groupKey, heapBytesPerRank, segmentNameFor } from "./settings.js"
 
 interface Announcement {

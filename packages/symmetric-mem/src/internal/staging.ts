@@ -7,7 +7,7 @@
 import { OutOfMemoryError, type Tensor } from "@tensorlane/core"
 import { BlockAllocator } from "@tensorlane/core/plugin"
 import { randomBytes } from "node:crypto"
-import { loadAddon } from "./loadAddon.js"
+import { loadAddon } from "../Loader.js"
 import { reserve } from "./reservation.js"
 import { SEGMENT_PREFIX, stagingBytes } from "./settings.js"
 

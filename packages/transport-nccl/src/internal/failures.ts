@@ -3,7 +3,7 @@ import { nativeError } from "@tensorlane/core/native"
 import type { NcclAddon } from "../AddonTypes.js"
 import { NcclError, NcclVersionError, NoCudaDeviceError } from "../Errors.js"
 import { formatNcclVersion, parseNcclVersion } from "../NcclVersion.js"
-import { NCCL } from "./loadAddon.js"
+import { NCCL } from "../Loader.js"
 
 export const TRANSPORT = "nccl"
 

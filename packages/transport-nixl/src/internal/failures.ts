@@ -1,6 +1,6 @@
 /** Turns the addon's failures into typed tensorlane errors (core's nativeError). */
 import { nativeError } from "@tensorlane/core/native"
-import { FIX_LIBRARY, LIBRARY } from "./loadAddon.js"
+import { FIX_LIBRARY, LIBRARY } from "../Loader.js"
 
 export const TRANSPORT = "nixl"
 

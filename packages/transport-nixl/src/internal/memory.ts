@@ -4,13 +4,8 @@
  * address in `storage.handle.address` (a bigint), which is how CUDA allocators expose it.
  */
 import { DeviceError, type Storage, type Tensor, deviceIndex, isCuda } from "@tensorlane/core"
-import type { NativeMemory } from "../AddonTypes.js"
+import type { DeviceMemoryHandle, NativeMemory } from "../AddonTypes.js"
 import { TRANSPORT } from "./failures.js"
-
-/** What a device allocator puts in `storage.handle` for NIXL to find the memory. */
-export interface DeviceMemoryHandle {
-  readonly address: bigint
-}
 
 const deviceAddress = (storage: Storage): bigint => {
   const address = (storage.handle as Partial<DeviceMemoryHandle> | undefined)?.address

@@ -5,23 +5,9 @@
  * thread of the process; this side only remembers what to give back.
  */
 import { DTypes, type Storage, type Tensor, UnsupportedOperationError } from "@tensorlane/core"
-import type { DeclaredRegion, NixlAddon, RegionKey, RemoteLayout } from "../AddonTypes.js"
+import type { DeclaredRegion, NixlAddon, NixlMetadata, RegionKey, RemoteLayout } from "../AddonTypes.js"
 import { toTensorlaneError } from "./failures.js"
 import { storageMemory } from "./memory.js"
-
-/** What travels with an object: enough for a consumer to READ every tensor, and nothing else. */
-export interface NixlMetadata {
-  readonly version: 1
-  /** The producer's NIXL agent name. */
-  readonly agent: string
-  /** The producer's NIXL metadata blob (connection info and registered memory keys). */
-  readonly blob: Uint8Array
-  /** The producer's deregistration count when the object was made: a consumer caching an older blob reloads. */
-  readonly epoch: number
-  /** One entry per registered region the tensors lie in (a storage, a pool, a pinned tensor's storage). */
-  readonly regions: ReadonlyArray<DeclaredRegion>
-  readonly tensors: ReadonlyArray<RemoteLayout>
-}
 
 const objects = new Map<string, ReadonlyArray<RegionKey>>()
 

@@ -6,7 +6,7 @@
 import * as fs from "node:fs"
 import { NativeLibraryError } from "@tensorlane/core"
 import { nativeAddon } from "@tensorlane/core/native"
-import type { GlooAddon } from "../AddonTypes.js"
+import type { GlooAddon } from "./AddonTypes.js"
 
 /** This package: what actor processes import to load the transport, and what builds the addon. */
 export const PACKAGE = "@tensorlane/transport-gloo"

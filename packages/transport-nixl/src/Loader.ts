@@ -11,8 +11,8 @@
  */
 import { join } from "node:path"
 import { type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
-import type { NixlAddon } from "../AddonTypes.js"
-import { nixlSettings } from "./settings.js"
+import type { NixlAddon } from "./AddonTypes.js"
+import { nixlSettings } from "./internal/settings.js"
 
 export const LIBRARY = "libnixl_capi.so"
 export const PACKAGE = "@tensorlane/transport-nixl"

@@ -13,8 +13,8 @@
  * 3. the system library path (dlopen by bare name).
  */
 import { type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
-import type { NcclAddon } from "../AddonTypes.js"
-import { type NcclVersion, parseNcclVersion } from "../NcclVersion.js"
+import type { NcclAddon } from "./AddonTypes.js"
+import { type NcclVersion, parseNcclVersion } from "./NcclVersion.js"
 
 export const PACKAGE = "@tensorlane/transport-nccl"
 const INSTALL = "bash tools/setup.sh (it runs packages/transport-nccl/scripts/install-wheel.sh)"

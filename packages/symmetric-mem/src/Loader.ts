@@ -10,7 +10,7 @@
  */
 import { join } from "node:path"
 import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
-import type { SymmetricAddon } from "../AddonTypes.js"
+import type { SymmetricAddon } from "./AddonTypes.js"
 
 export const PACKAGE = "@tensorlane/symmetric-mem"
 const NVSHMEM_LIBRARY = "libnvshmem_host.so.3"

@@ -5,11 +5,11 @@
  * created with "nccl" to `nccl-window`.
  */
 import type { GroupMember } from "@tensorlane/core"
-import type { SymmetricBackend } from "../Backend.js"
-import { SymmetricBackendError } from "../Errors.js"
-import { ncclWindowBackend } from "./ncclWindowBackend.js"
-import { nvshmemBackend } from "./nvshmemBackend.js"
-import { shmBackend } from "./shmBackend.js"
+import type { SymmetricBackend } from "./Backend.js"
+import { SymmetricBackendError } from "./Errors.js"
+import { ncclWindowBackend } from "./internal/ncclWindowBackend.js"
+import { nvshmemBackend } from "./internal/nvshmemBackend.js"
+import { shmBackend } from "./internal/shmBackend.js"
 
 export type BackendName = "shm" | "nvshmem" | "nccl-window"
 
