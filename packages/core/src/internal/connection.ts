@@ -4,7 +4,8 @@
  */
 import * as net from "node:net"
 import { ProtocolError, TransferError } from "../Errors.js"
-import { type BodyDestinations, type Frame, FrameReader, MAX_MESSAGE_BYTES, writeFrame } from "./frame.js"
+import { MAX_MESSAGE_BYTES } from "../Limits.js"
+import { type BodyDestinations, type Frame, FrameReader, writeFrame } from "./frame.js"
 
 export interface ConnectionHandlers {
   readonly onFrame: (frame: Frame, connection: Connection) => void

@@ -9,7 +9,6 @@ import { MessageTooLargeError, ProtocolError } from "../Errors.js"
 import { MAX_MESSAGE_BYTES } from "../Limits.js"
 
 const PREFIX_BYTES = 12
-export { MAX_MESSAGE_BYTES }
 /** Room a message keeps beside the value it carries (ids, transfer stats): a value may take the rest. */
 const ENVELOPE_BYTES = 1024 * 1024
 /** The most a value's description (skeleton, tensor metadata, transport metadata) may take. */
