@@ -4,7 +4,7 @@
  * the typed error of each native failure, environment settings, and the status contract.
  */
 export { tensorlaneCacheDir } from "./CacheDir.js"
-export { nativeAddon, libraryCandidates, loadNativeLibrary, type AddonOptions, type NativeAddon, type NativeLibrarySpec } from "./NativeAddon.js"
+export { nativeAddon, sourceBuildDir, libraryCandidates, loadNativeLibrary, type AddonOptions, type NativeAddon, type NativeLibrarySpec } from "./NativeAddon.js"
 export {
   isNativeFailure,
   nativeError,
