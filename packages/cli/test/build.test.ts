@@ -94,6 +94,14 @@ describe("tensorlane build", () => {
     )
   })
 
+  it("says where the user cache cannot be written", async () => {
+    const file = join(scratch, "not-a-folder")
+    fs.writeFileSync(file, "")
+    const { code, stderr } = await tensorlane(["build", "gloo"], { cwd: app, env: { ...process.env, XDG_CACHE_HOME: file } })
+    expect(code).toBe(2)
+    expect(stderr).toMatch(new RegExp(`^BuildError: cannot write the user cache at ${file}/tensorlane/addons/tensorlane-transport-gloo@0\\.1\\.0 \\(set XDG_CACHE_HOME to a writable folder\\): ENOTDIR`))
+  })
+
   it("refuses an unknown transport and a package that is not installed", async () => {
     const unknown = await tensorlane(["build", "carrier-pigeon"], { cwd: app })
     expect(unknown).toMatchObject({ code: 2, stderr: "UsageError: tensorlane build carrier-pigeon: unknown transport; one of gloo, nixl, nccl, symmetric-mem, or a package name\n" })
