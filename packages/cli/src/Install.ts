@@ -68,6 +68,20 @@ const label = (wheel: RuntimeWheel): string => `${wheel.name} ${wheel.version}`
 /** The wheel's file name, the last segment of its URL. */
 export const wheelFileName = (wheel: RuntimeWheel): string => decodeURIComponent(basename(new URL(wheel.url).pathname))
 
+/** Temporary folders of the installs under way: removed when the process exits first (main.ts turns Ctrl-C and SIGTERM into an exit). */
+const underWay = new Set<string>()
+let exitHookAdded = false
+
+const removeOnExit = (temp: string): void => {
+  if (!exitHookAdded) {
+    process.on("exit", () => {
+      for (const dir of underWay) fs.rmSync(dir, { recursive: true, force: true })
+    })
+    exitHookAdded = true
+  }
+  underWay.add(temp)
+}
+
 const isDiskFull = (error: unknown): boolean => {
   const code = (error as NodeJS.ErrnoException | undefined)?.code
   return code === "ENOSPC" || code === "EDQUOT"
@@ -175,6 +189,7 @@ export const installWheel = async (wheel: RuntimeWheel, options: InstallOptions)
   try {
     fs.mkdirSync(options.root, { recursive: true })
     temp = fs.mkdtempSync(join(options.root, `.${wheelFolder(wheel)}.tmp-`))
+    removeOnExit(temp)
     const file = join(temp, "wheel.whl")
     if (source !== undefined) fs.copyFileSync(source, file)
     else await download(wheel, file, options.idleTimeoutMs ?? 60_000)
@@ -198,7 +213,10 @@ export const installWheel = async (wheel: RuntimeWheel, options: InstallOptions)
     }
     throw error
   } finally {
-    if (temp !== undefined) fs.rmSync(temp, { recursive: true, force: true })
+    if (temp !== undefined) {
+      fs.rmSync(temp, { recursive: true, force: true })
+      underWay.delete(temp)
+    }
   }
 }
 

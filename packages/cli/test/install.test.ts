@@ -5,7 +5,7 @@
  * symlink), entries over the limits or lying about their size, a full disk, a refused connection.
  * Whatever fails leaves the install root as it was.
  */
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
@@ -111,6 +111,31 @@ describe("the real download", () => {
     } finally {
       for (const socket of sockets) socket.destroy()
       await new Promise((resolve) => silent.close(resolve))
+    }
+  })
+})
+
+describe("an install interrupted", () => {
+  it("by a signal that ends the process leaves no temporary folder", async () => {
+    const silent = net.createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve))
+    try {
+      const wheel = { ...(await cudart()), libraries: [], url: `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}/silent.whl` }
+      const install = fileURLToPath(new URL("../dist/Install.js", import.meta.url))
+      const script = `
+        const { installWheel } = await import(${JSON.stringify(install)})
+        process.once("SIGTERM", () => process.exit(143))
+        installWheel(JSON.parse(process.env.WHEEL), { root: process.env.ROOT })`
+      const child = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, WHEEL: JSON.stringify(wheel), ROOT: root }, stdio: "ignore" })
+      const deadline = Date.now() + 10_000
+      while (tree(root).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(tree(root)).toEqual([expect.stringMatching(/^\.nvidia_cuda_runtime_cu12-12\.9\.79\.tmp-/)])
+      const exited = new Promise((resolve) => child.once("exit", resolve))
+      child.kill("SIGTERM")
+      expect(await exited).toBe(143)
+      expect(tree(root)).toEqual([])
+    } finally {
+      silent.close()
     }
   })
 })
