@@ -21,6 +21,8 @@ export const INSTALL_TARGETS: Readonly<Record<string, string>> = {
   nvshmem: "@tensorlane/symmetric-mem",
 }
 
+const MAX_REDIRECTS = 5
+
 /** Written last into an unpacked wheel's folder: the folder is complete when it names the pinned sha256. */
 const MARKER = ".tensorlane-wheel.json"
 
@@ -106,12 +108,22 @@ const download = async (wheel: RuntimeWheel, target: string, idleTimeoutMs: numb
   arm()
   try {
     let response: Response
-    try {
-      response = await fetch(url, { signal: abort.signal, redirect: "follow" })
-    } catch (error) {
-      throw failed(error)
+    let current = url
+    // Redirects are followed here, each checked before it is requested: https only, at most MAX_REDIRECTS.
+    for (let hop = 0; ; hop++) {
+      try {
+        response = await fetch(current, { signal: abort.signal, redirect: "manual" })
+      } catch (error) {
+        throw failed(error)
+      }
+      const location = response.headers.get("location")
+      if (response.status < 300 || response.status >= 400 || location === null) break
+      await response.body?.cancel()
+      const next = new URL(location, current)
+      if (next.protocol !== "https:") throw refuse(`${current} redirects to ${next.href}, which is not https`)
+      if (hop === MAX_REDIRECTS) throw refuse(`${url} redirects more than ${MAX_REDIRECTS} times`)
+      current = next.href
     }
-    if (new URL(response.url).protocol !== "https:") throw refuse(`${url} redirected to ${response.url}, which is not https`)
     if (!response.ok || response.body === null) throw refuse(`${url} answered ${response.status} ${response.statusText}`)
     let bytes = 0
     const bound = new Transform({
