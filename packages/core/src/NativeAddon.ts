@@ -200,13 +200,16 @@ const sitePackages = (): ReadonlyArray<string> => {
 const overrideSetting = (spec: NativeLibrarySpec) =>
   textSetting(spec.override.env, spec.override.names === "file" ? `the path of ${spec.library}` : `the folder that holds ${spec.library}`)
 
-/** The checkout of the repository that holds the package (the folder with tools/setup.sh), if it runs from one. */
-const checkoutOf = (packageRoot: string): string | undefined =>
-  ancestors(packageRoot).find((dir) => fs.existsSync(join(dir, "tools", "setup.sh")) && fs.existsSync(join(dir, "packages", "core", "package.json")))
+/** The repository that holds `root` when it is a checkout's package (packages/<dir> beside tools/setup.sh), else undefined. */
+const checkoutOf = (root: string): string | undefined => {
+  const repo = dirname(dirname(root))
+  return !root.split("/").includes("node_modules") && fs.existsSync(join(repo, "tools", "setup.sh")) ? repo : undefined
+}
 
 /** What to run: the install command, the checkout's setup when the package runs from one, the override. */
 export const libraryFix = (spec: NativeLibrarySpec): string => {
-  const setup = checkoutOf(packageRootOf(spec.moduleUrl, spec.packageName)) !== undefined ? ", or bash tools/setup.sh in the repository" : ""
+  const repo = checkoutOf(packageRootOf(spec.moduleUrl, spec.packageName))
+  const setup = repo !== undefined ? `, or, in the repository ${repo}: bash tools/setup.sh` : ""
   const override =
     spec.override.names === "file" ? `set ${spec.override.env} to the path of a ${spec.library}` : `point ${spec.override.env} at the folder that holds ${spec.library}`
   return `npx tensorlane install ${spec.install}${setup}, or ${override}`
