@@ -30,14 +30,14 @@ export const PACKAGES: ReadonlyArray<PackageEntry> = [
     transports: ["nixl"],
     statusExport: "nixlStatus",
     gpuOnly: false,
-    fix: "npm install @tensorlane/transport-nixl, with the nixl-cu12 wheel (bash tools/setup.sh in the repository)",
+    fix: "npm install @tensorlane/transport-nixl, then npx tensorlane install nixl",
   },
   {
     packageName: "@tensorlane/transport-nccl",
     transports: ["nccl"],
     statusExport: "ncclStatus",
     gpuOnly: true,
-    fix: "npm install @tensorlane/transport-nccl, with libnccl.so.2 (wheel nvidia-nccl-cu12) and a CUDA driver",
+    fix: "npm install @tensorlane/transport-nccl, then npx tensorlane install nccl (and a CUDA driver)",
   },
   {
     packageName: "@tensorlane/symmetric-mem",
