@@ -7,7 +7,7 @@ export { formatDoctor, runDoctor, type DoctorReport, type PackageReport, type Tr
 export { BenchTransportError, BuildError, DiskFullError, DownloadError, PackageMissingError, UnsafeWheelError, UsageError, WheelHashError } from "./Errors.js"
 export { INSTALL_TARGETS, installWheel, targetWheels, wheelFileName, type InstallOptions, type InstalledWheel } from "./Install.js"
 export { WHEEL_LIMITS, type WheelLimits } from "./Wheel.js"
-export { PACKAGES, type PackageEntry } from "./Packages.js"
+export { discoverPackages, parseField, type Discovered, type InvalidPackage, type TensorlaneField, type TransportPackage } from "./Packages.js"
 export { formatSize, parseSize, parseSizes } from "./Sizes.js"
 export { renderSvg } from "./SvgChart.js"
 export { parseUcxLog, type UcxReport, type UcxTransport } from "./UcxReport.js"
