@@ -81,6 +81,6 @@ describe.each(PLATFORMS)("the platform package $dir", ({ dir, transport, file, b
     expect(licences).toMatch(/node-addon-api's headers:\n\nThe MIT License/)
     for (const library of bundles) expect(licences).toMatch(new RegExp(`^lib/${library.replaceAll(".", "\\.")}: Debian package \\S+ \\S+, /usr/share/doc/\\S+/copyright$`, "m"))
     const [pack] = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root, encoding: "utf8" })) as Array<{ files: Array<{ path: string }> }>
-    expect(pack.files.map((f) => f.path).sort()).toEqual(["THIRD_PARTY_LICENSES", file, ...bundles.map((l) => `lib/${l}`), "package.json"].sort())
+    expect(pack.files.map((f) => f.path).sort()).toEqual(["LICENSE", "README.md", "THIRD_PARTY_LICENSES", file, ...bundles.map((l) => `lib/${l}`), "package.json"].sort())
   })
 })
