@@ -24,18 +24,29 @@ const MIN_ALLOWANCE_BYTES = 16 << 20
  */
 export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, Math.floor(capacity / 4))
 
-/** A full collection of the driver's heap. */
+/**
+ * A full collection of the driver's heap; none where V8 refuses to expose one (refs then wait for the
+ * program's own collections, as they would without this module), said once by a process warning.
+ */
 const fullCollection = (): (() => void) => {
   const exposed = forceGc()
   if (exposed !== undefined) return exposed
   // The driver runs in the program's own process, seldom started with --expose-gc: V8 lets the flag
   // be turned on at run time, and then exposes `gc` to contexts made while it is on, only to them.
-  setFlagsFromString("--expose-gc")
+  let gc: unknown
   try {
-    return runInNewContext("gc") as () => void
+    setFlagsFromString("--expose-gc")
+    gc = runInNewContext("gc")
+  } catch {
+    gc = undefined
   } finally {
     setFlagsFromString("--no-expose-gc")
   }
+  if (typeof gc === "function") return gc as () => void
+  process.emitWarning("tensorlane: V8 exposes no garbage collection here: refs left unreleased are freed only when the program collects", {
+    code: "TENSORLANE_NO_GC",
+  })
+  return () => {}
 }
 
 export class DroppedRefs {
