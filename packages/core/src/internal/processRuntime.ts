@@ -230,7 +230,8 @@ export class ProcessRuntime {
     // The store keeps the tensors (and so their memory) until the transports let go of what they registered.
     const byAgent = held.filter((id) => !this.registersHere(this.transport(this.store.getPrimary(id)!.transport)))
     const failures: Array<unknown> = []
-    for (const id of held.filter((id) => !byAgent.includes(id))) {
+    const agentHolds = new Set(byAgent)
+    for (const id of held.filter((id) => !agentHolds.has(id))) {
       const stored = this.store.getPrimary(id)!
       await Promise.resolve(this.transport(stored.transport).release?.({ objectId: id, tensors: stored.tensors })).catch((e: unknown) => failures.push(e))
       this.store.freePrimary(id)
