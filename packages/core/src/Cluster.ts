@@ -228,6 +228,7 @@ export class Cluster implements AsyncDisposable {
   async shutdown(): Promise<void> {
     if (this.identity.closed) return
     this.identity.closed = true
+    this.objects.flushFrees()
     await this.processes.shutdown()
     await this.runtime.close()
     removeClusterDir(this.dir)

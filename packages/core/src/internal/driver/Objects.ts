@@ -57,7 +57,8 @@ export class Objects {
     this.frees.set(record, [objectId])
   }
 
-  private flushFrees(): void {
+  /** Sends the frees gathered so far; at shutdown, before the processes are told to end. */
+  flushFrees(): void {
     for (const [record, ids] of this.frees) {
       if (!record.alive) continue
       for (let i = 0; i < ids.length; i += FREES_PER_MESSAGE) {
