@@ -53,6 +53,8 @@ export interface BenchRow {
   readonly gbps: number
   /** Every timed repeat, in order. */
   readonly samplesMs: ReadonlyArray<number>
+  /** Timed runs over twice the median: the stalls (collections, page faults) a median hides. */
+  readonly overTwiceMedian: number
   readonly memcpyRatio: number
   readonly tcpRatio: number
   readonly rawGlooRatio?: number
@@ -317,6 +319,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             medianMs: ms,
             gbps: gbps(bytes, ms),
             samplesMs: samples,
+            overTwiceMedian: samples.filter((x) => x > 2 * ms).length,
             memcpyRatio: memcpy / ms,
             tcpRatio: tcp / ms,
             ...(transport === "gloo" && raw !== undefined ? { rawGlooRatio: raw / ms } : {}),

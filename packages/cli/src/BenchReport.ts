@@ -16,14 +16,14 @@ export const formatTable = (result: BenchResult): string => {
     Object.entries(result.actorEnv[role]).map(([name, value]) => `; ${role} ${name}=${value}`).join("")
   const lines = [
     `tensorlane bench: ${timed} after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}${env("producer")}${env("consumer")}`,
-    "| transport | loop | size | median ms | transfer ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| transport | loop | size | median ms | runs > 2x median | transfer ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for (const r of result.rows) {
     const l = limits.get(r.bytes)
     const raw = r.rawGlooRatio !== undefined && l?.rawGlooMs !== undefined ? `${fixed(l.rawGlooMs)} | ${percent(r.rawGlooRatio)}` : " | "
     lines.push(
-      `| ${r.transport} | ${r.loop} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${r.transferMs !== undefined ? fixed(r.transferMs) : ""} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw} |`,
+      `| ${r.transport} | ${r.loop} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${r.overTwiceMedian} | ${r.transferMs !== undefined ? fixed(r.transferMs) : ""} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw} |`,
     )
   }
   if (result.cold.length > 0) {
