@@ -30,6 +30,7 @@ export class ObjectDirectory {
 
   constructor(
     private readonly onFree: (entry: Entry) => void,
+    /** Hears of every object that becomes ready, before a waiter does. */
     private readonly onReady: (entry: Entry) => void = () => {},
   ) {}
 
