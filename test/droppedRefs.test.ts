@@ -42,8 +42,9 @@ it("a loop that drops its refs keeps the producer's objects within the allowance
     }
     expect(await cluster.get(b.numel(a.make(MiB)))).toBe(MiB / 4)
   }
-  // Beyond the allowance: the object being made when a collection was due, and the one in flight.
-  expect(most).toBeLessThanOrEqual(kept.length + ALLOWANCE_OBJECTS + 2)
+  // Beyond the allowance: the object that crossed it, and the calls that run before the collection's
+  // finalizers do (they run as a task of their own, after the collection).
+  expect(most).toBeLessThanOrEqual(kept.length + ALLOWANCE_OBJECTS + 4)
   expect(most).toBeGreaterThan(kept.length)
   // What the program holds stays: every kept object is still there to read.
   for (const ref of kept) expect(await cluster.get(b.numel(ref))).toBe(MiB / 4)
