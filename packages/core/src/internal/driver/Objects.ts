@@ -20,8 +20,10 @@ const FREES_PER_MESSAGE = 4096
 
 export class Objects {
   /**
-   * Frees to send, per process, gathered over the current job: the many frees one garbage collection
-   * brings at once (refs left to it) go to each producer as one message, not one each.
+   * Frees to send, per process, gathered until the event loop's next turn: the many frees one
+   * garbage collection brings at once (refs left to it) go to each producer as one message, not one
+   * each, and a call sent to that process meanwhile carries them (one message fewer per call of a
+   * loop that releases its refs). Nothing waits for a free, so none is sent at once.
    */
   private readonly frees = new Map<ActorRecord, Array<string>>()
 
@@ -53,8 +55,16 @@ export class Objects {
       ids.push(objectId)
       return
     }
-    if (this.frees.size === 0) queueMicrotask(() => this.flushFrees())
+    if (this.frees.size === 0) setImmediate(() => this.flushFrees())
     this.frees.set(record, [objectId])
+  }
+
+  /** The frees gathered for `record`, taken by a call about to be sent to it (none past one message's worth). */
+  takeFrees(record: ActorRecord): ReadonlyArray<string> | undefined {
+    const ids = this.frees.get(record)
+    if (ids === undefined || ids.length > FREES_PER_MESSAGE) return undefined
+    this.frees.delete(record)
+    return ids
   }
 
   /** Sends the frees gathered so far; at shutdown, before the processes are told to end. */
