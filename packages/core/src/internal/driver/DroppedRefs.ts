@@ -55,10 +55,14 @@ export class DroppedRefs {
   private unprovenBytes = 0
   private scheduled = false
   private gc: (() => void) | undefined
-  /** Collections run so far. */
-  collections = 0
+  private collected = 0
 
   constructor(private readonly allowanceBytes: number) {}
+
+  /** Collections run so far. */
+  get collections(): number {
+    return this.collected
+  }
 
   /** An object is ready: its tensors are held by its producer until it is freed. */
   made(entry: Entry): void {
@@ -89,7 +93,7 @@ export class DroppedRefs {
       this.unprovenBytes = 0
       this.gc ??= fullCollection()
       this.gc()
-      this.collections++
+      this.collected++
     })
   }
 }
