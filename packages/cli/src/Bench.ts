@@ -2,8 +2,9 @@
  * `tensorlane bench`: for each transport and size, the time from submitting
  * `consumer.numel(producer.make(n))` to its result, actor to actor (the producer returns n bytes of
  * float32 ones, the scenario Ray Direct Transport's figures are taken with); medians after
- * warm-ups; GB/s and ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo
- * for the gloo rows).
+ * warm-ups, in the released loop (refs released by hand) and in the natural one (refs left to the
+ * garbage collector, as users write it); the first calls of a fresh cluster apart (cold); GB/s and
+ * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows).
  */
 import * as os from "node:os"
 import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
@@ -21,6 +22,8 @@ export interface BenchOptions {
   /** Extra transport modules to load (third-party transports), by specifier. */
   readonly modules: ReadonlyArray<string>
   readonly sizes: ReadonlyArray<number>
+  /** The loops timed in each cell, in this order. */
+  readonly loops: ReadonlyArray<Loop>
   readonly repeats: number
   readonly warmups: number
   /** Timed runs of a cell go on past `repeats` until they add up to this (see Scenario). */
@@ -34,13 +37,24 @@ export interface ActorEnv {
   readonly consumer: Readonly<Record<string, string>>
 }
 
+/**
+ * How a run treats its refs: "released" releases both by hand once it has the result; "natural"
+ * leaves them to the garbage collector, `await cluster.get(consumer.numel(producer.make(n)))`.
+ */
+export type Loop = "released" | "natural"
+
+export const LOOPS: ReadonlyArray<Loop> = ["released", "natural"]
+
 export interface BenchRow {
   readonly transport: string
+  readonly loop: Loop
   readonly bytes: number
   readonly medianMs: number
   readonly gbps: number
   /** Every timed repeat, in order. */
   readonly samplesMs: ReadonlyArray<number>
+  /** Timed runs over twice the median: the stalls (collections, page faults) a median hides. */
+  readonly overTwiceMedian: number
   readonly memcpyRatio: number
   readonly tcpRatio: number
   readonly rawGlooRatio?: number
@@ -50,6 +64,14 @@ export interface BenchRow {
    * messages between driver and actors, and the consumer's method. Undefined when no run transferred.
    */
   readonly transferMs?: number
+}
+
+/** The first COLD_CALLS calls of a fresh cluster (its actors just started), natural loop. */
+export interface ColdRow {
+  readonly transport: string
+  readonly bytes: number
+  readonly samplesMs: ReadonlyArray<number>
+  readonly medianMs: number
 }
 
 export interface BenchLimits {
@@ -73,8 +95,10 @@ export interface BenchResult {
   readonly actorEnv: ActorEnv
   readonly transports: ReadonlyArray<string>
   readonly sizes: ReadonlyArray<number>
+  readonly loops: ReadonlyArray<Loop>
   readonly limits: ReadonlyArray<BenchLimits>
   readonly rows: ReadonlyArray<BenchRow>
+  readonly cold: ReadonlyArray<ColdRow>
 }
 
 /** Where the run is: steps done out of the total, and the one just done. */
@@ -122,6 +146,7 @@ export interface Scenario {
   readonly label: string
   readonly make: () => ObjectRef<Tensor>
   readonly consume: (made: ObjectRef<Tensor>) => ObjectRef<number>
+  readonly loop: Loop
   readonly bytes: number
   readonly repeats: number
   readonly warmups: number
@@ -142,10 +167,28 @@ const SETTLE_MS = 100
  * every call before that may take fresh pages, whose faults cost more than the transfer.
  */
 const STEADY_CALLS = 32
+/** Calls timed on each fresh cluster for the cold rows. */
+export const COLD_CALLS = 10
+
+/** One run: its result, and its time from submit to result (a release by hand comes after it). */
+const runOnce = async (cluster: Cluster, scenario: Scenario): Promise<{ readonly numel: number; readonly ms: number }> => {
+  const t0 = performance.now()
+  if (scenario.loop === "natural") {
+    const numel = await cluster.get(scenario.consume(scenario.make()))
+    return { numel, ms: performance.now() - t0 }
+  }
+  const made = scenario.make()
+  const counted = scenario.consume(made)
+  const numel = await cluster.get(counted)
+  const ms = performance.now() - t0
+  made.release()
+  counted.release()
+  return { numel, ms }
+}
 
 /**
- * The timed loop: submit to result of `consume(make())`, `warmups` runs first, each result checked
- * (n / 4 float32 elements). Returns the samples in ms; `onRun` hears of every run.
+ * The timed loop: submit to result of `consume(make())` in the scenario's loop, `warmups` runs first,
+ * each result checked (n / 4 float32 elements). Returns the samples in ms; `onRun` hears of every run.
  */
 export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: (run: number) => void = () => {}): Promise<Array<number>> => {
   const samples: Array<number> = []
@@ -153,13 +196,7 @@ export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: 
   const more = (run: number) =>
     run < scenario.warmups + scenario.repeats || (timedMs < (scenario.minTimeMs ?? 0) && samples.length < MAX_RUNS)
   for (let i = 0; more(i); i++) {
-    const t0 = performance.now()
-    const made = scenario.make()
-    const counted = scenario.consume(made)
-    const numel = await cluster.get(counted)
-    const ms = performance.now() - t0
-    made.release()
-    counted.release()
+    const { numel, ms } = await runOnce(cluster, scenario)
     if (numel !== scenario.bytes / 4) throw new Error(`the consumer saw ${numel} elements over ${scenario.label}, ${scenario.bytes / 4} expected`)
     if (i >= scenario.warmups) {
       samples.push(ms)
@@ -172,113 +209,129 @@ export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: 
 
 export const runBench = async (options: BenchOptions, progress: Progress = () => {}): Promise<BenchResult> => {
   const { transports, modules } = await resolveTransports(options)
-  const { sizes, repeats, warmups, minTimeMs } = options
+  const { sizes, loops, repeats, warmups, minTimeMs } = options
   // Loaded only now: `doctor` and argument errors work without core's runtime.
   const { start, transferSpanName } = await import("@tensorlane/core")
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
-  const perRun = warmups + repeats
-  const total = sizes.length * ((transports.includes("gloo") ? 4 : 2) + transports.length * perRun)
+  const total = sizes.length * ((transports.includes("gloo") ? 4 : 2) + transports.length * (warmups + COLD_CALLS) + transports.length * loops.length * repeats)
   let done = 0
   const step = (label: string) => progress(++done, total, label)
-
-  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
-  // connected pair for the run, measured just before and just after each gloo cell (rawAround).
-  const rawGloo = transports.includes("gloo") ? await openRawGloo(warmups) : undefined
-
-  const limits: Array<BenchLimits> = []
-  const rows: Array<BenchRow> = []
   const transferClock = makeTransferClock(transferSpanName)
-  const cluster = await start({ transports: [...modules], tracer: transferClock.tracer }).catch(async (error: unknown) => {
-    await rawGloo?.close()
-    throw error
-  })
-  try {
-    const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer })
-    const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer })
-    const groups = []
-    for (const transport of transports) {
-      if (cluster.runtime.transport(transport).capabilities.needsGroup) {
-        groups.push(await cluster.createCollectiveGroup([producer, consumer], { backend: transport }))
+
+  /** A fresh cluster with the producer and the consumer, in a group of each transport that needs one: `use` runs on it, then it shuts down. */
+  const withPair = async <A>(use: (cluster: Cluster, scenarioOf: (transport: string, bytes: number, loop: Loop) => Scenario) => Promise<A>): Promise<A> => {
+    const cluster = await start({ transports: [...modules], tracer: transferClock.tracer })
+    try {
+      const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer })
+      const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer })
+      const groups = []
+      for (const transport of transports) {
+        if (cluster.runtime.transport(transport).capabilities.needsGroup) {
+          groups.push(await cluster.createCollectiveGroup([producer, consumer], { backend: transport }))
+        }
       }
-    }
-    for (const bytes of sizes) {
-      const memcpy = memcpyMs(bytes, repeats, warmups)
-      step(`memcpy ${formatSize(bytes)}`)
-      const tcp = await tcpLoopbackMs(bytes, repeats, warmups)
-      step(`TCP loopback ${formatSize(bytes)}`)
-      const scenarioOf = (transport: string): Scenario => ({
+      const result = await use(cluster, (transport, bytes, loop) => ({
         label: transport,
         make: () => producer.make.options({ tensorTransport: transport })(bytes),
         consume: (made) => consumer.numel(made),
+        loop,
         bytes,
         repeats,
         warmups: 0,
         minTimeMs,
-      })
-      // Warm-ups run before the first timed run of the size, one per transport in turn: each
-      // transport's `warmups`, and more rounds until the size has been made STEADY_CALLS times. The
-      // actors' host memory grows into a new size over its first calls (core's HostMemoryCache lets
-      // one more block of it circulate after each collection, taking fresh pages meanwhile), which
-      // is not to be charged to whichever transports come first.
-      for (let round = 0, calls = 0; round < warmups || calls < STEADY_CALLS; round++) {
-        for (const transport of transports) {
-          await timeScenario(cluster, { ...scenarioOf(transport), warmups: 1, repeats: 0, minTimeMs: 0 })
-          calls++
-          if (round < warmups) step(`${transport} ${formatSize(bytes)} ${round + 1}/${perRun}`)
-          else progress(done, total, `warming up ${formatSize(bytes)}: ${calls} calls`)
-        }
-      }
-      const rawSamples: Array<number> = []
-      const rawAround = async (when: string): Promise<void> => {
-        if (rawGloo === undefined) return
-        // The actors finish what they do once idle (a collection) before the pair is timed.
-        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
-        rawSamples.push(...(await rawGloo.measure(bytes, repeats)))
-        step(`raw Gloo ${formatSize(bytes)} ${when}`)
-      }
-      const rowFor = (transport: string, samples: Array<number>, transferred: Array<number>): BenchRow => {
-        const ms = median(samples)
-        const raw = transport === "gloo" && rawSamples.length > 0 ? median(rawSamples) : undefined
-        return {
-          transport,
-          bytes,
-          medianMs: ms,
-          gbps: gbps(bytes, ms),
-          samplesMs: samples,
-          memcpyRatio: memcpy / ms,
-          tcpRatio: tcp / ms,
-          ...(raw !== undefined ? { rawGlooRatio: raw / ms } : {}),
-          ...(transferred.some((t) => t > 0) ? { transferMs: median(transferred) } : {}),
-        }
-      }
-      for (const transport of transports) {
-        if (transport === "gloo") await rawAround("before")
-        transferClock.take()
-        const transferred: Array<number> = []
-        const samples = await timeScenario(cluster, scenarioOf(transport), (timed) => {
-          transferred.push(transferClock.take().reduce((sum, ms) => sum + ms, 0))
-          // The bar moves over the first warmups + repeats runs; runs past them only show their count.
-          const run = warmups + timed
-          if (run <= perRun) step(`${transport} ${formatSize(bytes)} ${run}/${perRun}`)
-          else progress(done, total, `${transport} ${formatSize(bytes)} ${run}`)
-        })
-        if (transport === "gloo") await rawAround("after")
-        rows.push(rowFor(transport, samples, transferred))
-      }
-      limits.push({
-        bytes,
-        memcpyMs: memcpy,
-        tcpMs: tcp,
-        ...(rawSamples.length > 0 ? { rawGlooMs: median(rawSamples), rawGlooSamplesMs: rawSamples } : {}),
-      })
-    }
-    for (const group of groups) await group.destroy()
-  } finally {
-    try {
-      await cluster.shutdown()
+      }))
+      for (const group of groups) await group.destroy()
+      return result
     } finally {
-      await rawGloo?.close()
+      await cluster.shutdown()
     }
+  }
+
+  // Cold: the first calls of a cluster whose actors just started (code not yet optimised, memory not
+  // yet faulted in), what a short program sees; each transport and size on a cluster of its own.
+  const cold: Array<ColdRow> = []
+  for (const transport of transports) {
+    for (const bytes of sizes) {
+      const samplesMs = await withPair((cluster, scenarioOf) =>
+        timeScenario(cluster, { ...scenarioOf(transport, bytes, "natural"), repeats: COLD_CALLS, minTimeMs: 0 }, (run) =>
+          step(`cold ${transport} ${formatSize(bytes)} ${run}/${COLD_CALLS}`),
+        ),
+      )
+      cold.push({ transport, bytes, samplesMs, medianMs: median(samplesMs) })
+    }
+  }
+
+  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
+  // connected pair for the run, measured just before and just after each size's gloo cells (rawAround).
+  const rawGloo = transports.includes("gloo") ? await openRawGloo(warmups) : undefined
+  const limits: Array<BenchLimits> = []
+  const rows: Array<BenchRow> = []
+  try {
+    await withPair(async (cluster, scenarioOf) => {
+      for (const bytes of sizes) {
+        const memcpy = memcpyMs(bytes, repeats, warmups)
+        step(`memcpy ${formatSize(bytes)}`)
+        const tcp = await tcpLoopbackMs(bytes, repeats, warmups)
+        step(`TCP loopback ${formatSize(bytes)}`)
+        // Warm-ups run before the first timed run of the size, one per transport in turn: each
+        // transport's `warmups`, and more rounds until the size has been made STEADY_CALLS times. The
+        // actors' host memory grows into a new size over its first calls (core's HostMemoryCache lets
+        // one more block of it circulate after each collection, taking fresh pages meanwhile), which
+        // is not to be charged to whichever transports come first.
+        for (let round = 0, calls = 0; round < warmups || calls < STEADY_CALLS; round++) {
+          for (const transport of transports) {
+            await timeScenario(cluster, { ...scenarioOf(transport, bytes, "released"), warmups: 1, repeats: 0, minTimeMs: 0 })
+            calls++
+            if (round < warmups) step(`${transport} ${formatSize(bytes)} warm-up ${round + 1}/${warmups}`)
+            else progress(done, total, `warming up ${formatSize(bytes)}: ${calls} calls`)
+          }
+        }
+        const rawSamples: Array<number> = []
+        const rawAround = async (when: string): Promise<void> => {
+          if (rawGloo === undefined) return
+          // The actors finish what they do once idle (a collection) before the pair is timed.
+          await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
+          rawSamples.push(...(await rawGloo.measure(bytes, repeats)))
+          step(`raw Gloo ${formatSize(bytes)} ${when}`)
+        }
+        const timed: Array<{ transport: string; loop: Loop; samples: Array<number>; transferred: Array<number> }> = []
+        for (const transport of transports) {
+          if (transport === "gloo") await rawAround("before")
+          for (const loop of loops) {
+            transferClock.take()
+            const transferred: Array<number> = []
+            const samples = await timeScenario(cluster, scenarioOf(transport, bytes, loop), (run) => {
+              transferred.push(transferClock.take().reduce((sum, ms) => sum + ms, 0))
+              // The bar moves over the first repeats runs; runs past them only show their count.
+              if (run <= repeats) step(`${transport} ${loop} ${formatSize(bytes)} ${run}/${repeats}`)
+              else progress(done, total, `${transport} ${loop} ${formatSize(bytes)} ${run}`)
+            })
+            timed.push({ transport, loop, samples, transferred })
+          }
+          if (transport === "gloo") await rawAround("after")
+        }
+        const raw = rawSamples.length > 0 ? median(rawSamples) : undefined
+        for (const { transport, loop, samples, transferred } of timed) {
+          const ms = median(samples)
+          rows.push({
+            transport,
+            loop,
+            bytes,
+            medianMs: ms,
+            gbps: gbps(bytes, ms),
+            samplesMs: samples,
+            overTwiceMedian: samples.filter((x) => x > 2 * ms).length,
+            memcpyRatio: memcpy / ms,
+            tcpRatio: tcp / ms,
+            ...(transport === "gloo" && raw !== undefined ? { rawGlooRatio: raw / ms } : {}),
+            ...(transferred.some((t) => t > 0) ? { transferMs: median(transferred) } : {}),
+          })
+        }
+        limits.push({ bytes, memcpyMs: memcpy, tcpMs: tcp, ...(raw !== undefined ? { rawGlooMs: raw, rawGlooSamplesMs: rawSamples } : {}) })
+      }
+    })
+  } finally {
+    await rawGloo?.close()
   }
   const cpus = os.cpus()
   return {
@@ -297,7 +350,9 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     actorEnv: options.actorEnv,
     transports,
     sizes,
+    loops,
     limits,
     rows,
+    cold,
   }
 }

@@ -1,5 +1,5 @@
-/** The benchmark's table, as Markdown so that it pastes into a README. */
-import type { BenchResult } from "./Bench.js"
+/** The benchmark's tables, as Markdown so that they paste into a README: warm cells, then cold calls. */
+import { type BenchResult, COLD_CALLS } from "./Bench.js"
 import { formatSize } from "./Sizes.js"
 
 const fixed = (x: number, digits = 2): string => x.toFixed(digits)
@@ -16,15 +16,29 @@ export const formatTable = (result: BenchResult): string => {
     Object.entries(result.actorEnv[role]).map(([name, value]) => `; ${role} ${name}=${value}`).join("")
   const lines = [
     `tensorlane bench: ${timed} after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}${env("producer")}${env("consumer")}`,
-    "| transport | size | median ms | transfer ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "| transport | loop | size | median ms | runs > 2x median | transfer ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for (const r of result.rows) {
     const l = limits.get(r.bytes)
     const raw = r.rawGlooRatio !== undefined && l?.rawGlooMs !== undefined ? `${fixed(l.rawGlooMs)} | ${percent(r.rawGlooRatio)}` : " | "
     lines.push(
-      `| ${r.transport} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${r.transferMs !== undefined ? fixed(r.transferMs) : ""} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw} |`,
+      `| ${r.transport} | ${r.loop} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${r.overTwiceMedian} | ${r.transferMs !== undefined ? fixed(r.transferMs) : ""} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw} |`,
     )
+  }
+  if (result.cold.length > 0) {
+    lines.push(
+      "",
+      `cold: the first ${COLD_CALLS} calls of a fresh cluster (its actors just started), natural loop, beside the warm median`,
+      "| transport | size | 1st call ms | cold median ms | cold max ms | warm median ms |",
+      "|---|---|---|---|---|---|",
+    )
+    for (const c of result.cold) {
+      const warm = result.rows.find((r) => r.transport === c.transport && r.bytes === c.bytes && r.loop === "natural") ?? result.rows.find((r) => r.transport === c.transport && r.bytes === c.bytes)
+      lines.push(
+        `| ${c.transport} | ${formatSize(c.bytes)} | ${fixed(c.samplesMs[0])} | ${fixed(c.medianMs)} | ${fixed(Math.max(...c.samplesMs))} | ${warm !== undefined ? fixed(warm.medianMs) : ""} |`,
+      )
+    }
   }
   return lines.join("\n")
 }

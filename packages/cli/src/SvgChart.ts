@@ -31,7 +31,8 @@ const seriesOf = (result: BenchResult): ReadonlyArray<Series> => {
     name,
     color: TRANSPORT_COLORS[i % TRANSPORT_COLORS.length],
     dashed: false,
-    values: result.sizes.map((bytes) => result.rows.find((r) => r.transport === name && r.bytes === bytes)?.gbps),
+    // One loop per line: the first the run timed.
+    values: result.sizes.map((bytes) => result.rows.find((r) => r.transport === name && r.bytes === bytes && r.loop === result.loops[0])?.gbps),
   }))
   const limit = (name: string, color: string, ms: (bytes: number) => number | undefined): Series => ({
     name,

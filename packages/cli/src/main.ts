@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { libraryCacheDir } from "@tensorlane/core/native"
-import { runBench } from "./Bench.js"
+import { LOOPS, type Loop, runBench } from "./Bench.js"
 import { formatTable } from "./BenchReport.js"
 import { runBuild } from "./Build.js"
 import { formatDoctor, runDoctor } from "./Doctor.js"
@@ -22,13 +22,15 @@ const USAGE = `usage:
   tensorlane doctor [--json]
       every transport with its state, library versions and locations, the UCX transports NIXL sees
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
-                   [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
-                   [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
+                   [--loops released,natural] [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>]
+                   [--json <file>] [--svg <file>] [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
       times consumer.numel(producer.make(n)) actor to actor, submit to result, where the producer
-      returns n bytes of float32 ones: the median of at least --repeats timed runs per transport and
-      size, more until they add up to --min-time-ms, next to memcpy, TCP loopback and raw Gloo
-      measured in the same run; default transports: object-store and every CPU transport that
-      doctor finds ready; --modules: more transport modules to load (your own transport);
+      returns n bytes of float32 ones: the median of at least --repeats timed runs per transport,
+      size and loop, more until they add up to --min-time-ms, next to memcpy, TCP loopback and raw
+      Gloo measured in the same run; then the first 10 calls of a fresh cluster (cold) per transport
+      and size; --loops: "released" releases both refs by hand, "natural" leaves them to the garbage
+      collector; default transports: object-store and every CPU transport that doctor finds ready;
+      --modules: more transport modules to load (your own transport);
       --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)
   tensorlane build <gloo|nixl|nccl|symmetric-mem|package name>
       builds the transport's addon from the sources its package ships, into the per-user cache
@@ -63,6 +65,13 @@ const environment = (option: string, items: ReadonlyArray<string> | undefined): 
 const list = (text: string | undefined): ReadonlyArray<string> | undefined =>
   text === undefined ? undefined : text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
 
+const loopsOf = (text: string): ReadonlyArray<Loop> => {
+  const loops = list(text) ?? []
+  const unknown = loops.find((loop) => !(LOOPS as ReadonlyArray<string>).includes(loop))
+  if (unknown !== undefined || loops.length === 0) throw new UsageError({ message: `--loops ${text}: one or more of ${LOOPS.join(", ")} is needed` })
+  return loops as ReadonlyArray<Loop>
+}
+
 /** Runs parseArgs, turning its errors (unknown option, missing value) into a UsageError. */
 const usage = <A>(parse: () => A): A => {
   try {
@@ -85,6 +94,7 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
       options: {
         transports: { type: "string" },
         sizes: { type: "string", default: "4KiB,1MiB,64MiB,256MiB" },
+        loops: { type: "string", default: LOOPS.join(",") },
         repeats: { type: "string", default: "21" },
         "min-time-ms": { type: "string", default: "1000" },
         warmups: { type: "string", default: "2" },
@@ -100,6 +110,7 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
     transports: list(values.transports),
     modules: list(values.modules) ?? [],
     sizes: parseSizes(values.sizes),
+    loops: loopsOf(values.loops),
     repeats: count("repeats", values.repeats, 1),
     warmups: count("warmups", values.warmups, 0),
     minTimeMs: count("min-time-ms", values["min-time-ms"], 0),

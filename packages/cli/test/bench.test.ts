@@ -21,7 +21,7 @@ const balancedTags = (svg: string): boolean => {
 }
 
 describe("tensorlane bench", () => {
-  it("runs object-store, gloo and nixl at 4 KiB and 1 MiB, prints the table and writes JSON and SVG", async () => {
+  it("runs object-store, gloo and nixl at 4 KiB and 1 MiB in both loops, cold and warm, prints the tables and writes JSON and SVG", async () => {
     const json = join(dir, "bench.json")
     const svg = join(dir, "bench.svg")
     const { code, stdout, stderr } = await tensorlane([
@@ -37,9 +37,13 @@ describe("tensorlane bench", () => {
     expect(code).toBe(0)
     expect(stdout).toMatch(/^tensorlane bench: 3 repeats after 2 warm-ups, node v\d+/m)
     for (const transport of ["object-store", "gloo", "nixl"]) {
-      for (const size of ["4 KiB", "1 MiB"]) expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${size} \\| \\d+\\.\\d{2} \\|`, "m"))
+      for (const size of ["4 KiB", "1 MiB"]) {
+        for (const loop of ["released", "natural"]) expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${loop} \\| ${size} \\| \\d+\\.\\d{2} \\|`, "m"))
+        expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${size} \\|( \\d+\\.\\d{2} \\|){4}$`, "m"))
+      }
     }
-    expect(stdout).toMatch(/^\| gloo \| 1 MiB \|( [\d.]+%? \|){7} [\d.]+ \| [\d.]+% \|$/m)
+    expect(stdout).toMatch(/^\| gloo \| natural \| 1 MiB \| [\d.]+ \| \d+ \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|$/m)
+    expect(stdout).toMatch(/^cold: the first 10 calls of a fresh cluster/m)
 
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
     expect(result).toMatchObject({
@@ -49,13 +53,21 @@ describe("tensorlane bench", () => {
       minTimeMs: 0,
       actorEnv: { producer: {}, consumer: {} },
       sizes: [4096, 1 << 20],
+      loops: ["released", "natural"],
       transports: ["object-store", "gloo", "nixl"],
     })
-    expect(result.rows).toHaveLength(6)
+    expect(result.rows).toHaveLength(12)
+    expect(result.cold).toHaveLength(6)
+    for (const cold of result.cold) {
+      expect(cold.samplesMs).toHaveLength(10)
+      const sorted = [...cold.samplesMs].sort((a, b) => a - b)
+      expect(cold.medianMs).toBe((sorted[4] + sorted[5]) / 2)
+    }
     for (const row of result.rows) {
       expect(row.samplesMs).toHaveLength(3)
       const sorted = [...row.samplesMs].sort((a, b) => a - b)
       expect(row.medianMs).toBe(sorted[1])
+      expect(row.overTwiceMedian).toBe(sorted.filter((x) => x > 2 * sorted[1]).length)
       expect(row.gbps).toBeCloseTo(row.bytes / row.medianMs / 1e6, 9)
       const limits = result.limits.find((l) => l.bytes === row.bytes)!
       expect(row.memcpyRatio).toBeCloseTo(limits.memcpyMs / row.medianMs, 9)
@@ -74,7 +86,7 @@ describe("tensorlane bench", () => {
       expect(limits.memcpyMs).toBeGreaterThan(0)
       expect(limits.tcpMs).toBeGreaterThan(0)
       expect(limits.rawGlooMs).toBeGreaterThan(0)
-      // 3 just before the gloo cell and 3 just after it.
+      // 3 just before the gloo cells and 3 just after them.
       expect(limits.rawGlooSamplesMs).toHaveLength(6)
       const sorted = [...limits.rawGlooSamplesMs!].sort((a, b) => a - b)
       expect(limits.rawGlooMs).toBe((sorted[2] + sorted[3]) / 2)
@@ -97,6 +109,8 @@ describe("tensorlane bench", () => {
       ["bench", "--size", "4KiB"],
       ["bench", "--producer-env", "=1"],
       ["bench", "--consumer-env", "NO_VALUE"],
+      ["bench", "--loops", "leaked"],
+      ["bench", "--loops", ","],
       ["frobnicate"],
     ]) {
       const { code, stderr } = await tensorlane(args)

@@ -53,19 +53,25 @@ describe("chart", () => {
     actorEnv: { producer: {}, consumer: {} },
     transports: ["a<b"],
     sizes: [4096, 1 << 20],
+    loops: ["released", "natural"],
     limits: [
       { bytes: 4096, memcpyMs: 0.001, tcpMs: 0.1 },
       { bytes: 1 << 20, memcpyMs: 0.03, tcpMs: 1 },
     ],
     rows: [
-      { transport: "a<b", bytes: 4096, medianMs: 2, gbps: 4096 / 2 / 1e6, samplesMs: [2], memcpyRatio: 0, tcpRatio: 0 },
-      { transport: "a<b", bytes: 1 << 20, medianMs: 5, gbps: (1 << 20) / 5 / 1e6, samplesMs: [5], memcpyRatio: 0, tcpRatio: 0 },
+      { transport: "a<b", loop: "released", bytes: 4096, medianMs: 2, gbps: 4096 / 2 / 1e6, samplesMs: [2], overTwiceMedian: 0, memcpyRatio: 0, tcpRatio: 0 },
+      { transport: "a<b", loop: "natural", bytes: 4096, medianMs: 4, gbps: 4096 / 4 / 1e6, samplesMs: [4], overTwiceMedian: 0, memcpyRatio: 0, tcpRatio: 0 },
+      { transport: "a<b", loop: "released", bytes: 1 << 20, medianMs: 5, gbps: (1 << 20) / 5 / 1e6, samplesMs: [5], overTwiceMedian: 0, memcpyRatio: 0, tcpRatio: 0 },
+      { transport: "a<b", loop: "natural", bytes: 1 << 20, medianMs: 10, gbps: (1 << 20) / 10 / 1e6, samplesMs: [10], overTwiceMedian: 0, memcpyRatio: 0, tcpRatio: 0 },
     ],
+    cold: [],
   }
   it("plots faster transfers higher, escapes names, and leaves out limits that were not measured", () => {
     const svg = renderSvg(result)
     expect(svg).toContain(">a&lt;b</text>")
     expect(svg).not.toContain("raw Gloo")
+    // One line per transport, of the first loop timed.
+    expect(svg.match(/<polyline /g)).toHaveLength(3)
     const line = /<polyline fill="none" stroke="[^"]+" stroke-width="2" points="([^"]+)"/.exec(svg)!
     const [[x1, y1], [x2, y2]] = line[1].split(" ").map((p) => p.split(",").map(Number))
     expect(x2).toBeGreaterThan(x1)
@@ -74,13 +80,16 @@ describe("chart", () => {
 })
 
 describe("the timed loop", () => {
-  // TEST DOUBLE of a cluster and its refs: each run takes about 5 ms and counts one element.
+  // TEST DOUBLE of a cluster and its refs: each run takes about 5 ms and counts one element; the
+  // refs count their releases.
   const cluster = { get: () => new Promise((resolve) => setTimeout(() => resolve(1), 5)) } as unknown as Cluster
-  const ref = { release: () => {} }
+  let releases = 0
+  const ref = { release: () => releases++ }
   const scenario = {
     label: "double",
     make: () => ref as unknown as ObjectRef<Tensor>,
     consume: () => ref as unknown as ObjectRef<number>,
+    loop: "released" as const,
     bytes: 4,
     repeats: 3,
     warmups: 2,
@@ -91,6 +100,15 @@ describe("the timed loop", () => {
     const runs: Array<number> = []
     expect(await timeScenario(cluster, scenario, (run) => runs.push(run))).toHaveLength(3)
     expect(runs).toEqual([1, 2, 3, 4, 5])
+  })
+
+  it("releases both refs of a run in the released loop, and leaves them to the collector in the natural one", async () => {
+    releases = 0
+    await timeScenario(cluster, scenario)
+    expect(releases).toBe(2 * 5)
+    releases = 0
+    await timeScenario(cluster, { ...scenario, loop: "natural" })
+    expect(releases).toBe(0)
   })
 
   it("goes on past `repeats` until the timed runs add up to minTimeMs", async () => {

@@ -20,9 +20,11 @@ import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { type ActorMessage, ActorProcesses, type ActorRecord, type SpawnOptions } from "./internal/driver/ActorProcesses.js"
 import { AgentLinks } from "./internal/driver/AgentLinks.js"
 import { Dispatch } from "./internal/driver/Dispatch.js"
+import { DroppedRefs, droppedRefAllowance } from "./internal/driver/DroppedRefs.js"
 import type { DriverContext } from "./internal/driver/DriverContext.js"
 import { type CollectiveGroup, type GroupOptions, Groups } from "./internal/driver/Groups.js"
 import { Objects } from "./internal/driver/Objects.js"
+import { recycleCapacity } from "./internal/hostMemoryCache.js"
 import type { ActorInspection, ToActor } from "./internal/messages.js"
 import { ObjectDirectory } from "./internal/objectDirectory.js"
 import { ProcessRuntime } from "./internal/processRuntime.js"
@@ -104,8 +106,15 @@ export class Cluster implements AsyncDisposable {
     const specifiers = (options.transports ?? []).map((specifier) => normalizeSpecifier(specifier, base))
     const identity = { id: randomUUID(), closed: false }
     let cluster: Cluster | undefined
+    const dropped = new DroppedRefs(droppedRefAllowance(recycleCapacity()))
     // Nothing is freed before the cluster exists: it holds no object yet.
-    const directory = new ObjectDirectory((entry) => cluster!.objects.free(entry))
+    const directory = new ObjectDirectory(
+      (entry) => {
+        dropped.freed(entry)
+        cluster!.objects.free(entry)
+      },
+      (entry) => dropped.made(entry),
+    )
     const tracker: RefTracker = { acquire: (id) => directory.acquire(id), release: (id) => directory.release(id), cluster: identity }
     const dir = createClusterDir()
     const runtime = await ProcessRuntime.start({
@@ -223,6 +232,7 @@ export class Cluster implements AsyncDisposable {
   async shutdown(): Promise<void> {
     if (this.identity.closed) return
     this.identity.closed = true
+    this.objects.flushFrees()
     await this.processes.shutdown()
     await this.runtime.close()
     removeClusterDir(this.dir)

@@ -1,12 +1,13 @@
 /**
  * A process resolving an object: once the transfer into it is under way, the runtime tells its owner
  * that the thread only waits (actors collect garbage then), after the transport started and before
- * the bytes are in.
+ * the bytes are in. A process freeing what it produced: its agent hears only of what it registered.
  */
 import { expect, it } from "vitest"
 import type { AgentClient } from "../src/internal/agentClient.js"
 import { ProcessRuntime } from "../src/internal/processRuntime.js"
 import { tensorMeta } from "../src/internal/tensorMeta.js"
+import { objectStoreName, objectStoreTransport } from "../src/internal/transportRegistry.js"
 import { encodeValue } from "../src/internal/valueCodec.js"
 import { Tensor } from "../src/Tensor.js"
 import { TensorStore } from "../src/TensorStore.js"
@@ -44,4 +45,26 @@ it("calls whileReceiving once the receive is posted, while the transfer is still
   )
   expect(events).toEqual(["posted", "waiting", "delivered"])
   expect((resolved.value as Tensor).toArray()).toEqual([7, 7, 7, 7])
+})
+
+it("tells its agent of the release of what it registered there, and of no small object-store value (never registered)", async () => {
+  const commands: Array<{ op: string; objectIds?: ReadonlyArray<string> }> = []
+  // TEST DOUBLE of the agent: it records the commands and answers each at once.
+  const agent = {
+    address: "agent.sock",
+    command: (command: { op: string }) => {
+      commands.push(command)
+      return Promise.resolve(undefined)
+    },
+  } as unknown as AgentClient
+  const objectStore = objectStoreTransport(() => Promise.reject(new Error("no fetch here")))
+  const runtime = new ProcessRuntime("producer", { id: "test", closed: false }, agent, new TensorStore(), new Map([[objectStoreName, objectStore]]), (id) => id as never)
+  const small = await runtime.produce("producer.1", Tensor.zeros([1024]), objectStoreName, "result")
+  const large = await runtime.produce("producer.2", Tensor.zeros([1 << 18]), objectStoreName, "result")
+  expect(small.inline?.byteLength).toBe(4096)
+  expect(large.inline).toBeUndefined()
+  await runtime.free(["producer.1", "producer.2"])
+  expect(commands.map((c) => c.op)).toEqual(["register", "release"])
+  expect(commands[1].objectIds).toEqual(["producer.2"])
+  expect(runtime.store.inspect().primary).toEqual([])
 })

@@ -1,20 +1,25 @@
 /**
- * The cost of one small call end to end: `cluster.get(b.numel(a.make(bytes)))` in a loop, its refs
- * released by hand, over one transport. Prints one JSON line: wall time per call, and the CPU time
- * per call of the driver (its main thread and its transfer agent) and of the two actors together.
- * The first tenth of the calls warms up and is not counted.
- *   npm run build, then node tools/bench/calls/loop.mjs [transport] [calls] [bytes]
- * (default object-store, 4000 calls, 4096 bytes; also nixl, shm, and tcp and tcp-effect, the two
- * forms of examples/transport-tcp: written with Promises and in Effect).
+ * The cost of one call end to end: `cluster.get(b.numel(a.make(bytes)))` in a loop over one
+ * transport, its refs released by hand ("released") or left to the garbage collector as users write
+ * it ("natural"). Prints one JSON line: wall time per call and its median, the calls over twice the
+ * median, the CPU time per call of the driver (its main thread and its transfer agent) and of the two
+ * actors together, the driver's full collections, and the objects the producer still holds at the
+ * end and at most during the loop. The first tenth of the calls warms up and is not counted.
+ *   npm run build, then node tools/bench/calls/loop.mjs [transport] [calls] [bytes] [released|natural]
+ * (default object-store, 4000 calls, 4096 bytes, released; also gloo, nixl, shm, and tcp and
+ * tcp-effect, the two forms of examples/transport-tcp: written with Promises and in Effect).
  */
+import { PerformanceObserver, constants } from "node:perf_hooks"
 import { start } from "@tensorlane/core"
 import { LoopWorker } from "./loopActors.mjs"
 
-const [transport = "object-store", calls = "4000", size = "4096"] = process.argv.slice(2)
+const [transport = "object-store", calls = "4000", size = "4096", loop = "released"] = process.argv.slice(2)
 const count = Number(calls)
 const bytes = Number(size)
-/** The one-sided transports it runs over, besides object-store. */
+if (loop !== "released" && loop !== "natural") throw new Error(`the loop is "released" or "natural", not "${loop}"`)
+/** The transports it runs over, besides object-store. */
 const modules = {
+  gloo: "@tensorlane/transport-gloo",
   nixl: "@tensorlane/transport-nixl",
   shm: "@tensorlane/symmetric-mem",
   tcp: "@tensorlane-examples/transport-tcp",
@@ -25,35 +30,68 @@ const cpuOfDriver = () => {
   const { user, system } = process.cpuUsage()
   return user + system
 }
+let fullCollections = 0
+const collections = new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) if (entry.detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR) fullCollections++
+})
+collections.observe({ entryTypes: ["gc"] })
 
 const cluster = await start({ transports: transport in modules ? [modules[transport]] : [] })
 try {
   const [a, b] = await cluster.spawn(LoopWorker, { count: 2 })
+  if (cluster.runtime.transport(transport).capabilities.needsGroup) await cluster.createCollectiveGroup([a, b], { backend: transport })
   const cpuOfActors = async () => (await cluster.get(a.cpu())) + (await cluster.get(b.cpu()))
-  const call = async () => {
-    const made = a.make.options({ tensorTransport: transport })(bytes)
-    const numel = b.numel(made)
-    await cluster.get(numel)
-    made.release()
-    numel.release()
-  }
+  const make = a.make.options({ tensorTransport: transport })
+  const call =
+    loop === "natural"
+      ? async () => {
+          if ((await cluster.get(b.numel(make(bytes)))) !== bytes / 4) throw new Error("wrong count")
+        }
+      : async () => {
+          const made = make(bytes)
+          const numel = b.numel(made)
+          if ((await cluster.get(numel)) !== bytes / 4) throw new Error("wrong count")
+          made.release()
+          numel.release()
+        }
+  const held = async () => (await cluster.inspect()).processes[a.actorId].primary.length
   for (let i = 0; i < Math.ceil(count / 10); i++) await call()
   const actors = await cpuOfActors()
   const driver = cpuOfDriver()
+  const gcBefore = fullCollections
+  const samples = []
+  let mostHeld = 0
   const started = performance.now()
-  for (let i = 0; i < count; i++) await call()
+  for (let i = 0; i < count; i++) {
+    const t0 = performance.now()
+    await call()
+    samples.push(performance.now() - t0)
+    // The producer's objects, looked at 20 times over the loop (outside the timed calls).
+    if (i % Math.ceil(count / 20) === 0) mostHeld = Math.max(mostHeld, await held())
+  }
   const wallMs = performance.now() - started
+  const driverCpu = cpuOfDriver() - driver
+  const actorsCpu = (await cpuOfActors()) - actors
+  const median = [...samples].sort((x, y) => x - y)[Math.floor(samples.length / 2)]
   const perCall = (us) => Number((us / count).toFixed(1))
   console.log(
     JSON.stringify({
       transport,
+      loop,
       calls: count,
       bytes,
       wallUsPerCall: perCall(wallMs * 1000),
-      driverCpuUsPerCall: perCall(cpuOfDriver() - driver),
-      actorsCpuUsPerCall: perCall((await cpuOfActors()) - actors),
+      medianUs: Number((median * 1000).toFixed(1)),
+      maxUs: Number((Math.max(...samples) * 1000).toFixed(1)),
+      overTwiceMedian: samples.filter((ms) => ms > 2 * median).length,
+      driverCpuUsPerCall: perCall(driverCpu),
+      actorsCpuUsPerCall: perCall(actorsCpu),
+      driverFullCollections: fullCollections - gcBefore,
+      producerObjectsMost: mostHeld,
+      producerObjectsAtEnd: await held(),
     }),
   )
 } finally {
+  collections.disconnect()
   await cluster.shutdown()
 }

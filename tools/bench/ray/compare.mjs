@@ -2,8 +2,11 @@
 /**
  * tensorlane beside Ray Direct Transport, measured in one run on one machine: `tensorlane bench`'s
  * scenario (consumer.numel(producer.make(n)), submit to result, medians) on Ray (RDT over Gloo, and
- * Ray's object store) and on tensorlane (gloo, object-store, nixl), then one table. tensorlane runs
- * first, Ray after a pause; both time the same number of runs.
+ * Ray's object store) and on tensorlane (gloo, object-store, nixl) in both of its loops: refs
+ * released by hand, and refs left to the garbage collector as users write it (Ray's refs are
+ * counted by Python and freed as the expression ends: its one loop is both). Then one table, each
+ * tensorlane transport beside the Ray path it replaces (nixl beside RDT over Gloo, Ray's fastest
+ * path between CPU actors). tensorlane runs first, Ray after a pause; both time the same number of runs.
  *   node tools/bench/ray/compare.mjs [--sizes 4KiB,4MiB,64MiB,256MiB] [--repeats 21] [--warmups 2]
  *     [--settle-s 60] [--no-setup] [--json <file>]
  * Ray and torch come from PyPI into .tools/ray-venv (setup-venv.sh, about 5.6 GB; never run by CI).
@@ -45,6 +48,7 @@ run(process.execPath, [
   cli,
   "bench",
   "--transports", "gloo,object-store,nixl",
+  "--loops", "released,natural",
   "--sizes", values.sizes,
   "--repeats", values.repeats,
   "--warmups", values.warmups,
@@ -69,20 +73,22 @@ const ray = JSON.parse(
 fs.rmSync(scratch, { recursive: true, force: true })
 
 const rayMs = (path, bytes) => ray.rows.find((r) => r.path === path && r.bytes === bytes).medianMs
-const oursMs = (transport, bytes) => ours.rows.find((r) => r.transport === transport && r.bytes === bytes).medianMs
+const oursMs = (transport, loop, bytes) => ours.rows.find((r) => r.transport === transport && r.loop === loop && r.bytes === bytes).medianMs
 const ms = (x) => x.toFixed(2)
 const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
 
 console.log(
   `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${ours.steadyCalls} calls per size, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
 )
-console.log("| size | Ray RDT gloo | tensorlane gloo | Ray / tensorlane | Ray object store | tensorlane object-store | Ray / tensorlane | tensorlane nixl |")
+console.log("| size | tensorlane transport | Ray path | Ray ms | tensorlane released ms | tensorlane natural ms | Ray / released | Ray / natural |")
 console.log("|---|---|---|---|---|---|---|---|")
+const rayPathOf = { gloo: "ray-rdt-gloo", "object-store": "ray-object-store", nixl: "ray-rdt-gloo" }
 for (const bytes of sizes) {
-  const rg = rayMs("ray-rdt-gloo", bytes)
-  const tg = oursMs("gloo", bytes)
-  const ro = rayMs("ray-object-store", bytes)
-  const to = oursMs("object-store", bytes)
-  console.log(`| ${formatSize(bytes)} | ${ms(rg)} | ${ms(tg)} | ${times(rg, tg)} | ${ms(ro)} | ${ms(to)} | ${times(ro, to)} | ${ms(oursMs("nixl", bytes))} |`)
+  for (const [transport, path] of Object.entries(rayPathOf)) {
+    const r = rayMs(path, bytes)
+    const released = oursMs(transport, "released", bytes)
+    const natural = oursMs(transport, "natural", bytes)
+    console.log(`| ${formatSize(bytes)} | ${transport} | ${path} | ${ms(r)} | ${ms(released)} | ${ms(natural)} | ${times(r, released)} | ${times(r, natural)} |`)
+  }
 }
 if (values.json !== undefined) fs.writeFileSync(values.json, `${JSON.stringify({ ray, tensorlane: ours }, null, 2)}\n`)

@@ -118,13 +118,11 @@ class Actor {
   handle(message: Exclude<ToActor, Init>, body: Buffer | undefined): void {
     switch (message._tag) {
       case "Call":
+        if (message.frees !== undefined) this.free(message.frees)
         this.calls.push(message, body)
         return
       case "Free":
-        this.runtime.free(message.objectIds).then(
-          () => this.recycler.afterFree(),
-          (error) => console.error("tensorlane: free failed:", error),
-        )
+        this.free(message.objectIds)
         return
       case "Cancel":
         this.calls.cancel(message.callId)
@@ -162,5 +160,12 @@ class Actor {
         this.runtime.close().finally(() => process.exit(0))
         return
     }
+  }
+
+  private free(objectIds: ReadonlyArray<string>): void {
+    this.runtime.free(objectIds).then(
+      () => this.recycler.afterFree(),
+      (error) => console.error("tensorlane: free failed:", error),
+    )
   }
 }

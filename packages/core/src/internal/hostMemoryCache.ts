@@ -13,7 +13,8 @@ const mostBlocksOut = (byteLength: number, capacity: number): number =>
 /** How long a measured collection time stands for the next one. */
 const STALE_ESTIMATE_MS = 1000
 
-const recycleCapacity = (): number =>
+/** The cache's capacity in bytes (TENSORLANE_HOST_CACHE_BYTES), read now. */
+export const recycleCapacity = (): number =>
   readSetting(integerSetting("TENSORLANE_HOST_CACHE_BYTES", { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: Math.min(2 ** 30, totalmem() / 16), unit: "bytes" }))
 
 /** A SharedArrayBuffer handed out, and the second object over its memory that the cache keeps. */

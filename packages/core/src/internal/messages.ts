@@ -108,6 +108,8 @@ export const ToActor = Schema.Union([
     argTensors: Schema.Array(TensorMeta),
     /** One entry per distinct ref among the arguments. */
     refs: Schema.Array(ObjectInfo),
+    /** Objects to free first, as a Free message would. */
+    frees: Schema.optional(Schema.Array(Id)),
   }),
   Schema.TaggedStruct("Free", { objectIds: Schema.Array(Id) }),
   /** cluster.cancel: a queued call is dropped, a running one's signal aborts. */

@@ -28,7 +28,11 @@ export interface Entry {
 export class ObjectDirectory {
   private readonly entries = new Map<string, Entry>()
 
-  constructor(private readonly onFree: (entry: Entry) => void) {}
+  constructor(
+    private readonly onFree: (entry: Entry) => void,
+    /** Hears of every object that becomes ready, before a waiter does. */
+    private readonly onReady: (entry: Entry) => void = () => {},
+  ) {}
 
   create(id: string, producer: string, transport: string): Entry {
     const entry: Entry = {
@@ -74,6 +78,7 @@ export class ObjectDirectory {
     entry.info = info
     // Refs inside the value stay alive as long as the value does.
     for (const inner of info.refs) this.acquire(inner)
+    this.onReady(entry)
     this.settle(entry)
   }
 

@@ -74,6 +74,8 @@ export class ProcessRuntime {
   private readonly pending = new PendingTransfers()
   /** Frees under way, as promises that settle with them and never fail. */
   private readonly freeing = new Set<Promise<void>>()
+  /** Small object-store values held here: stored without a registration, so the agent never heard of them. */
+  private readonly inlineHeld = new Set<string>()
 
   constructor(
     readonly processId: string,
@@ -158,6 +160,7 @@ export class ProcessRuntime {
         const info = checkDescribed({ ...base, inline: concatBytes(tensors, total) })
         // Kept as well: a ref passed back to this process must hand over these very tensors.
         this.store.addPrimary({ objectId, transport: transportName, value, tensors })
+        this.inlineHeld.add(objectId)
         return info
       }
     }
@@ -222,11 +225,13 @@ export class ProcessRuntime {
     for (const id of objectIds) this.store.unpinReceived(id)
     const held = objectIds.filter((id) => this.store.getPrimary(id) !== undefined)
     if (held.length === 0) return
-    const released = this.agent.command({ op: "release", objectIds: held })
+    const registered = held.filter((id) => !this.inlineHeld.delete(id))
+    const released = registered.length > 0 ? this.agent.command({ op: "release", objectIds: registered }) : Promise.resolve(undefined)
     // The store keeps the tensors (and so their memory) until the transports let go of what they registered.
     const byAgent = held.filter((id) => !this.registersHere(this.transport(this.store.getPrimary(id)!.transport)))
     const failures: Array<unknown> = []
-    for (const id of held.filter((id) => !byAgent.includes(id))) {
+    const agentHolds = new Set(byAgent)
+    for (const id of held.filter((id) => !agentHolds.has(id))) {
       const stored = this.store.getPrimary(id)!
       await Promise.resolve(this.transport(stored.transport).release?.({ objectId: id, tensors: stored.tensors })).catch((e: unknown) => failures.push(e))
       this.store.freePrimary(id)

@@ -108,6 +108,7 @@ export class Dispatch {
         return route === undefined ? e.info! : { ...e.info!, route: { group: route.group, rank: route.rank } }
       })
       record.inFlight.set(callId, { entry, method, pinned })
+      const frees = this.objects.takeFrees(record)
       record.control.send(
         {
           _tag: "Call",
@@ -118,6 +119,7 @@ export class Dispatch {
           args: encoded.skeleton,
           argTensors: encoded.tensors.map(tensorMeta),
           refs,
+          ...(frees !== undefined ? { frees } : {}),
         } satisfies ToActor,
         encoded.tensors.map((t) => t.contiguousBytes()),
       )

@@ -15,7 +15,18 @@ import type { AgentLinks } from "./AgentLinks.js"
 import type { DriverContext } from "./DriverContext.js"
 import type { Groups } from "./Groups.js"
 
+/** The most object ids in one Free message. */
+const FREES_PER_MESSAGE = 4096
+
 export class Objects {
+  /**
+   * Frees to send, per process, gathered until the event loop's next turn: the many frees one
+   * garbage collection brings at once (refs left to it) go to each producer as one message, not one
+   * each, and a call sent to that process meanwhile carries them (one message fewer per call of a
+   * loop that releases its refs). Nothing waits for a free, so none is sent at once.
+   */
+  private readonly frees = new Map<ActorRecord, Array<string>>()
+
   constructor(
     private readonly driver: DriverContext,
     private readonly processes: ActorProcesses,
@@ -28,14 +39,43 @@ export class Objects {
     if (entry.info === undefined || entry.info.tensors.length === 0) return
     for (const id of entry.copies) {
       const holder = this.processes.get(id)
-      if (holder?.alive) holder.control.send({ _tag: "Free", objectIds: [entry.id] } satisfies ToActor)
+      if (holder !== undefined) this.sendFree(holder, entry.id)
     }
     if (entry.producer === "driver") {
       this.driver.runtime.free([entry.id]).catch((error) => console.error("tensorlane: free failed:", error))
       return
     }
     const producer = this.processes.get(entry.producer)
-    if (producer?.alive) producer.control.send({ _tag: "Free", objectIds: [entry.id] } satisfies ToActor)
+    if (producer !== undefined) this.sendFree(producer, entry.id)
+  }
+
+  private sendFree(record: ActorRecord, objectId: string): void {
+    const ids = this.frees.get(record)
+    if (ids !== undefined) {
+      ids.push(objectId)
+      return
+    }
+    if (this.frees.size === 0) setImmediate(() => this.flushFrees())
+    this.frees.set(record, [objectId])
+  }
+
+  /** The frees gathered for `record`, taken by a call about to be sent to it (none past one message's worth). */
+  takeFrees(record: ActorRecord): ReadonlyArray<string> | undefined {
+    const ids = this.frees.get(record)
+    if (ids === undefined || ids.length > FREES_PER_MESSAGE) return undefined
+    this.frees.delete(record)
+    return ids
+  }
+
+  /** Sends the frees gathered so far; at shutdown, before the processes are told to end. */
+  flushFrees(): void {
+    for (const [record, ids] of this.frees) {
+      if (!record.alive) continue
+      for (let i = 0; i < ids.length; i += FREES_PER_MESSAGE) {
+        record.control.send({ _tag: "Free", objectIds: ids.slice(i, i + FREES_PER_MESSAGE) } satisfies ToActor)
+      }
+    }
+    this.frees.clear()
   }
 
   /** Resolves refs to their values in the driver. */
