@@ -10,7 +10,7 @@ if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
 endif()
 find_package(Threads REQUIRED)
-# The kit (tensorlane/: failures, arguments, settings, settlers, runtime libraries) lies beside this
+# The kit (tensorlane/: failures, arguments, settings, settlers, teardown, runtime libraries) lies beside this
 # file; it is source, compiled into each addon.
 set(TENSORLANE_KIT ${CMAKE_CURRENT_LIST_DIR})
 

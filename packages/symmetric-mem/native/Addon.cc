@@ -10,6 +10,7 @@
 #include "SharedBuffer.h"
 
 #include <tensorlane/Arguments.h>
+#include <tensorlane/Teardown.h>
 
 #include <napi.h>
 #include <unistd.h>
@@ -180,6 +181,7 @@ Napi::Value ExportsOver(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  tensorlane::holdThroughTeardown(env);
   exports.Set("createSegment", Napi::Function::New(env, CreateSegment));
   exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
   exports.Set("countOpener", Napi::Function::New(env, CountOpener));

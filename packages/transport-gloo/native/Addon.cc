@@ -3,6 +3,7 @@
 #include "GlooGroup.h"
 
 #include <tensorlane/Failure.h>
+#include <tensorlane/Teardown.h>
 
 #include <gloo/config.h>
 
@@ -20,6 +21,7 @@ Napi::Value DeviceAddress(const Napi::CallbackInfo& info) {
 }  // namespace tensorlane::gloo
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  tensorlane::holdThroughTeardown(env);
   exports.Set("Group", tensorlane::gloo::GlooGroup::Define(env));
   exports.Set("deviceAddress", Napi::Function::New(env, tensorlane::gloo::DeviceAddress, "deviceAddress"));
   exports.Set("glooVersion", Napi::String::New(env, std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +

@@ -7,6 +7,7 @@
 
 #include <tensorlane/Arguments.h>
 #include <tensorlane/Settler.h>
+#include <tensorlane/Teardown.h>
 
 #include <napi.h>
 
@@ -362,6 +363,7 @@ Napi::Value DeregisterWindow(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  tensorlane::holdThroughTeardown(env);
   exports.Set("loadNccl", Napi::Function::New(env, LoadNccl));
   exports.Set("loadCudart", Napi::Function::New(env, LoadCudart));
   exports.Set("loaded", Napi::Function::New(env, Loaded));

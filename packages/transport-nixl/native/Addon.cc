@@ -6,6 +6,7 @@
 #include "ReadPlan.h"
 
 #include <tensorlane/Arguments.h>
+#include <tensorlane/Teardown.h>
 
 #include <napi.h>
 
@@ -241,6 +242,7 @@ Napi::Value Read(const Napi::CallbackInfo& info) {
 }  // namespace tensorlane::nixl
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  tensorlane::holdThroughTeardown(env);
   exports.Set("load", Napi::Function::New(env, tensorlane::nixl::Load, "load"));
   exports.Set("loadedLibrary", Napi::Function::New(env, tensorlane::nixl::LoadedLibrary, "loadedLibrary"));
   exports.Set("agentName", Napi::Function::New(env, tensorlane::nixl::AgentName, "agentName"));
