@@ -274,15 +274,9 @@ describe("progress and failures", () => {
 })
 
 describe("device placement", () => {
-  it("the two members of each one's first group keep their gloo device threads on disjoint CPUs, each its rank's share", async () => {
+  it("the members of a group leave their gloo device threads free to run on every CPU", async () => {
     const [first, second] = await Promise.all([take(sender.placement()), take(receiver.placement())])
-    if (first.all.length < 2) {
-      // One CPU cannot be shared out between two ranks.
-      expect([first.narrower, second.narrower]).toEqual([[], []])
-      return
-    }
-    expect(first.narrower).toEqual([first.all.filter((_, i) => i % 2 === 0)])
-    expect(second.narrower).toEqual([second.all.filter((_, i) => i % 2 === 1)])
+    expect([first.narrower, second.narrower]).toEqual([[], []])
   })
 })
 

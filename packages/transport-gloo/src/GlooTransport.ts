@@ -178,8 +178,9 @@ export const gloo = defineTransport({
     const { addon } = glooAddon.load()
     let native: NativeGroup
     try {
-      // Two device threads on one CPU take turns at moving a transfer's bytes (see the README).
-      native = new addon.Group(setup.rank, setup.worldSize, timeoutMs, { deviceCpusByRank: true })
+      // The device's thread stays free to run on any CPU: kept to one, it waits for that CPU
+      // whenever other work holds it (see the README).
+      native = new addon.Group(setup.rank, setup.worldSize, timeoutMs)
     } catch (error) {
       throw toTensorlaneError(error, what, timeoutMs)
     }

@@ -1,8 +1,8 @@
 /**
  * Where the device's event-loop thread (the one that moves every byte of the process's transfers)
  * may run: the CPUs TENSORLANE_GLOO_DEVICE_CPUS lists, else the share of the first group's rank
- * when that group asks for it (the transport's groups do). Each case in a fresh process: a process
- * opens its device once.
+ * when that group asks for it (the transport's groups do not), else anywhere. Each case in a fresh
+ * process: a process opens its device once.
  */
 import { describe, expect, it } from "vitest"
 import { allowedList, cpusOfList } from "./fixtures/cpus.mjs"
@@ -62,6 +62,18 @@ describe("the gloo device thread's CPUs", () => {
       // The thread that opened the device (here the main thread) gets its own CPUs back.
       expect(opened.threads[0]).toBe(all)
     }
+  })
+
+  it("unset, a group the transport creates leaves the device's thread on every CPU", async () => {
+    // The group's peer never answers: its creation fails after the device opened.
+    const opened = await inFreshProcess<Opened>(
+      program(`const { gloo } = await import("@tensorlane/transport-gloo")
+        await gloo.createGroup({ name: "placement", rank: 1, worldSize: 2, members: ["a", "b"], timeoutMs: 5000, allGather: () => Promise.reject(new Error("no peer")) })`),
+      "TENSORLANE_GLOO_DEVICE_CPUS",
+      undefined,
+    )
+    expect(opened.error?.message).toMatch(/no peer/)
+    expect(new Set(opened.threads)).toEqual(new Set([all]))
   })
 
   it("takes no share for a group of more ranks than CPUs, nor when the group does not ask, nor with the value all", async () => {

@@ -7,9 +7,14 @@ const RECYCLE_MIN_BYTES = 1 << 20
 
 /** Blocks of one size out (alive, or dead and unproven) before a miss collects, at first (see HostMemoryCache). */
 const FIRST_BLOCKS_OUT = 2
-/** The most blocks of one size out before a miss collects: as many as half the cache holds, 2 to 8. */
+/**
+ * The most blocks of one size out before a miss collects: as many as the cache holds, 2 to 8. Each
+ * idle collection then turns all but one of them into idle blocks, which the cache keeps; an
+ * allowance of two collects after every call of a loop (a full collection in both actors, while the
+ * transfer runs).
+ */
 const mostBlocksOut = (byteLength: number, capacity: number): number =>
-  Math.min(8, Math.max(FIRST_BLOCKS_OUT, Math.floor(capacity / 2 / byteLength)))
+  Math.min(8, Math.max(FIRST_BLOCKS_OUT, Math.floor(capacity / byteLength)))
 /** How long a measured collection time stands for the next one. */
 const STALE_ESTIMATE_MS = 1000
 
