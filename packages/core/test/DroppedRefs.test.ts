@@ -1,9 +1,9 @@
 /**
- * The driver's count of what objects made since its last collection hold at their producers: a
- * collection once it passes the allowance (in bytes, or in objects), none for objects released by
- * hand, and a fresh count after each collection.
+ * The driver's count of what objects made since its last collection hold at their producers: an
+ * incremental collection past half the allowance (in bytes, or in objects), a full one past all of
+ * it, none for objects released by hand, and a fresh count after each.
  */
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { DroppedRefs, MAX_UNPROVEN_OBJECTS, droppedRefAllowance } from "../src/internal/driver/DroppedRefs.js"
 import type { Entry } from "../src/internal/objectDirectory.js"
 
@@ -19,20 +19,52 @@ const entry = (id: string, nbytes: number): Entry =>
 const nextTask = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 describe("DroppedRefs", () => {
-  it("collects once the live objects made since the last collection pass the allowance, then counts afresh", async () => {
+  it("starts an incremental collection past half the allowance, runs a full one past all of it, then counts afresh", async () => {
     const dropped = new DroppedRefs(4 * MiB)
-    for (let i = 0; i < 4; i++) dropped.made(entry(`o${i}`, MiB))
+    for (let i = 0; i < 2; i++) dropped.made(entry(`o${i}`, MiB))
+    expect(dropped.markings).toBe(0)
+    dropped.made(entry("o2", MiB))
+    expect(dropped.markings).toBe(1)
+    // Objects made while the marking runs count beside those it has yet to prove dropped.
+    dropped.made(entry("o3", MiB))
     await nextTask()
     expect(dropped.collections).toBe(0)
     dropped.made(entry("o4", MiB))
-    dropped.made(entry("o5", MiB))
     await nextTask()
     expect(dropped.collections).toBe(1)
     // Objects made before the collection no longer count, whether freed since or not.
     dropped.freed(entry("o0", MiB))
-    for (let i = 6; i < 10; i++) dropped.made(entry(`o${i}`, MiB))
+    for (let i = 5; i < 7; i++) dropped.made(entry(`o${i}`, MiB))
     await nextTask()
     expect(dropped.collections).toBe(1)
+    expect(dropped.markings).toBe(1)
+  })
+
+  it("leaves the collection to V8's incremental marking: dropped objects are freed without a full collection of the driver's", async () => {
+    const gc = vi.fn()
+    vi.stubGlobal("gc", gc)
+    try {
+      const dropped = new DroppedRefs(4 * MiB)
+      const freed = new Set<string>()
+      const refs = new FinalizationRegistry<string>((id) => {
+        freed.add(id)
+        dropped.freed(entry(id, MiB))
+      })
+      for (let i = 0; i < 3; i++) {
+        refs.register({}, `o${i}`)
+        dropped.made(entry(`o${i}`, MiB))
+      }
+      expect(dropped.markings).toBe(1)
+      await vi.waitFor(() => expect(freed.size).toBe(3), { timeout: 5_000, interval: 50 })
+      // The marking has ended: what it proved is no longer counted, so 3 MiB more start another.
+      for (let i = 3; i < 6; i++) dropped.made(entry(`o${i}`, MiB))
+      await nextTask()
+      expect(dropped.markings).toBe(2)
+      expect(dropped.collections).toBe(0)
+      expect(gc).not.toHaveBeenCalled()
+    } finally {
+      vi.unstubAllGlobals()
+    }
   })
 
   it("never collects for objects released as they come, nor for values without tensors", async () => {
@@ -45,11 +77,14 @@ describe("DroppedRefs", () => {
     }
     await nextTask()
     expect(dropped.collections).toBe(0)
+    expect(dropped.markings).toBe(0)
   })
 
-  it("collects past MAX_UNPROVEN_OBJECTS objects however small they are", async () => {
+  it("collects past MAX_UNPROVEN_OBJECTS objects however small they are, incrementally past half of them", async () => {
     const dropped = new DroppedRefs(Number.MAX_SAFE_INTEGER)
-    for (let i = 0; i <= MAX_UNPROVEN_OBJECTS; i++) dropped.made(entry(`o${i}`, 4))
+    for (let i = 0; i <= MAX_UNPROVEN_OBJECTS / 2; i++) dropped.made(entry(`o${i}`, 4))
+    expect(dropped.markings).toBe(1)
+    for (let i = MAX_UNPROVEN_OBJECTS / 2 + 1; i <= MAX_UNPROVEN_OBJECTS; i++) dropped.made(entry(`o${i}`, 4))
     await nextTask()
     expect(dropped.collections).toBe(1)
   })

@@ -3,7 +3,8 @@
  * transport, its refs released by hand ("released") or left to the garbage collector as users write
  * it ("natural"). Prints one JSON line: wall time per call and its median, the calls over twice the
  * median, the CPU time per call of the driver (its main thread and its transfer agent) and of the two
- * actors together, the driver's full collections, and the objects the producer still holds at the
+ * actors together, the driver's full collections and the longest pause one made its main thread take
+ * (the final, atomic part of an incremental one), and the objects the producer still holds at the
  * end and at most during the loop. The first tenth of the calls warms up and is not counted.
  *   npm run build, then node tools/bench/calls/loop.mjs [transport] [calls] [bytes] [released|natural]
  * (default object-store, 4000 calls, 4096 bytes, released; also gloo, nixl, shm, and tcp and
@@ -31,8 +32,13 @@ const cpuOfDriver = () => {
   return user + system
 }
 let fullCollections = 0
+let longestPauseMs = 0
 const collections = new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) if (entry.detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR) fullCollections++
+  for (const entry of list.getEntries()) {
+    if (entry.detail.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue
+    fullCollections++
+    longestPauseMs = Math.max(longestPauseMs, entry.duration)
+  }
 })
 collections.observe({ entryTypes: ["gc"] })
 
@@ -59,6 +65,7 @@ try {
   const actors = await cpuOfActors()
   const driver = cpuOfDriver()
   const gcBefore = fullCollections
+  longestPauseMs = 0
   const samples = []
   let mostHeld = 0
   const started = performance.now()
@@ -87,6 +94,7 @@ try {
       driverCpuUsPerCall: perCall(driverCpu),
       actorsCpuUsPerCall: perCall(actorsCpu),
       driverFullCollections: fullCollections - gcBefore,
+      driverLongestPauseUs: Number((longestPauseMs * 1000).toFixed(1)),
       producerObjectsMost: mostHeld,
       producerObjectsAtEnd: await held(),
     }),

@@ -4,8 +4,10 @@
  * makes little garbage of its own may not run a full collection for minutes, while the producers
  * keep every object. JavaScript cannot tell a dropped ref from a held one without a collection, so
  * the driver counts what the objects made since its last collection still hold at their producers;
- * past an allowance, it collects, and whatever the program dropped is freed. An object released by
- * hand leaves the count at once: a program that releases its refs never collects here.
+ * past half an allowance, it has V8 start an incremental collection, whose marking runs mostly on
+ * V8's threads and in short steps while the driver waits, and whatever the program dropped is freed
+ * when it ends; past the whole allowance before it has ended, a full collection at once. An object
+ * released by hand leaves the count at once: a program that releases its refs never collects here.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -49,19 +51,54 @@ const fullCollection = (): (() => void) => {
   return () => {}
 }
 
+/**
+ * V8 starts an incremental, mostly concurrent full collection when the memory outside its heap that
+ * JavaScript objects hold grows past 64 MiB over its level at the last full collection; an
+ * ArrayBuffer reports its bytes as such memory when it is made, and zeroed pages it never touches
+ * cost no physical memory. Turns the marking on and returns true; false where the buffer cannot be
+ * had (a process limited in address space), for a full collection at once instead.
+ */
+const EXTERNAL_PRESSURE_BYTES = (64 << 20) + 1
+const startMarking = (): boolean => {
+  try {
+    new ArrayBuffer(EXTERNAL_PRESSURE_BYTES)
+    return true
+  } catch {
+    return false
+  }
+}
+
 export class DroppedRefs {
-  /** Bytes of each object made since the last collection and still alive. */
+  /** Bytes of each object made since the collection under way began (or the last one) and still alive. */
   private unproven = new Map<string, number>()
   private unprovenBytes = 0
+  /** Bytes of each object made before the collection under way began and still alive. */
+  private marking = new Map<string, number>()
+  private markingBytes = 0
+  /** The collection under way: its sentinel dies in it, and its finalizer says it has ended. */
+  private round = 0
+  private underWay = false
+  private readonly ended = new FinalizationRegistry<number>((round) => {
+    if (round !== this.round) return
+    this.underWay = false
+    this.marking = new Map()
+    this.markingBytes = 0
+  })
   private scheduled = false
   private gc: (() => void) | undefined
   private collected = 0
+  private begun = 0
 
   constructor(private readonly allowanceBytes: number) {}
 
-  /** Collections run so far. */
+  /** Full collections the driver has run, each blocking it until done. */
   get collections(): number {
     return this.collected
+  }
+
+  /** Incremental collections begun. */
+  get markings(): number {
+    return this.begun
   }
 
   /** An object is ready: its tensors are held by its producer until it is freed. */
@@ -70,27 +107,54 @@ export class DroppedRefs {
     if (bytes === 0) return
     this.unproven.set(entry.id, bytes)
     this.unprovenBytes += bytes
-    if (this.unprovenBytes > this.allowanceBytes || this.unproven.size > MAX_UNPROVEN_OBJECTS) this.schedule()
+    // Past half the allowance, a collection beside the program's work; past all of it, one at once.
+    if (this.unprovenBytes + this.markingBytes > this.allowanceBytes || this.unproven.size + this.marking.size > MAX_UNPROVEN_OBJECTS) this.schedule()
+    else if (!this.underWay && (this.unprovenBytes > this.allowanceBytes / 2 || this.unproven.size > MAX_UNPROVEN_OBJECTS / 2)) this.begin()
   }
 
   freed(entry: Entry): void {
-    const bytes = this.unproven.get(entry.id)
-    if (bytes === undefined) return
-    this.unproven.delete(entry.id)
-    this.unprovenBytes -= bytes
+    for (const map of [this.unproven, this.marking]) {
+      const bytes = map.get(entry.id)
+      if (bytes === undefined) continue
+      map.delete(entry.id)
+      if (map === this.unproven) this.unprovenBytes -= bytes
+      else this.markingBytes -= bytes
+    }
   }
 
   /**
-   * After the current job: the program's continuation of the result that crossed the allowance has
-   * submitted its next call by then, so the collection overlaps the actors' work on it.
+   * Starts an incremental collection: the driver's main thread marks in small steps between its
+   * jobs, the rest runs on V8's threads, and the pause that ends it is short. Objects made from now
+   * on are marked alive by it, so they are counted afresh.
+   */
+  private begin(): void {
+    this.underWay = true
+    this.begun++
+    this.round++
+    this.marking = this.unproven
+    this.markingBytes = this.unprovenBytes
+    this.unproven = new Map()
+    this.unprovenBytes = 0
+    // The sentinel is made before the marking starts: made after, it would be marked alive.
+    this.ended.register({}, this.round)
+    if (!startMarking()) this.schedule()
+  }
+
+  /**
+   * A full collection after the current job: the program's continuation of the result that crossed
+   * the allowance has submitted its next call by then, so it overlaps the actors' work on it.
    */
   private schedule(): void {
     if (this.scheduled) return
     this.scheduled = true
     setImmediate(() => {
       this.scheduled = false
+      this.round++
+      this.underWay = false
       this.unproven = new Map()
       this.unprovenBytes = 0
+      this.marking = new Map()
+      this.markingBytes = 0
       this.gc ??= fullCollection()
       this.gc()
       this.collected++
