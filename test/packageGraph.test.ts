@@ -18,8 +18,10 @@ interface Manifest {
   readonly exports?: Readonly<Record<string, unknown>>
 }
 
+// packages/platforms holds the prebuilt addons' packages, which have no sources to check.
 const packages = fs
   .readdirSync(packagesDir)
+  .filter((folder) => fs.existsSync(join(packagesDir, folder, "package.json")))
   .map((folder) => ({ folder, manifest: JSON.parse(fs.readFileSync(join(packagesDir, folder, "package.json"), "utf8")) as Manifest }))
 const folderOf = new Map(packages.map((p) => [p.manifest.name, p.folder]))
 
