@@ -32,7 +32,12 @@ function(tensorlane_addon name)
   add_library(${name} SHARED ${sources} ${CMAKE_JS_SRC})
   set_target_properties(${name} PROPERTIES PREFIX "" SUFFIX ".node" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
   target_include_directories(${name} PRIVATE ${CMAKE_JS_INC} ${node_addon_api_dir} ${TENSORLANE_KIT})
-  target_compile_definitions(${name} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS)
+  # NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS: node-addon-api turns a Napi::Error that reaches its
+  # wrappers (of a JS call, a thread-safe function's callback, a finalizer) into a JS exception. In
+  # an environment that is ending (a worker terminated, the process exiting) no JS exception can be
+  # thrown, and without it node-addon-api then throws from the wrapper, out of Node's C callback:
+  # the process aborts. With it the error is dropped, as nothing in that environment can see it.
+  target_compile_definitions(${name} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS)
   target_compile_options(${name} PRIVATE -Wall -Wextra -fvisibility=hidden)
   target_link_libraries(${name} PRIVATE ${CMAKE_JS_LIB} Threads::Threads ${CMAKE_DL_LIBS} ${ADDON_LIBS})
   # Never unmapped: Node dlcloses an addon when a worker that loaded it ends (the transfer agent is

@@ -91,8 +91,14 @@ GlooGroup::GlooGroup(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GlooGrou
 
 GlooGroup::~GlooGroup() {
   if (state_ == nullptr || attached_) return;
-  if (!name_.empty()) GroupRegistry::withdraw(name_, state_.get());
-  state_->close();
+  // Run by the wrapper's finalizer, where an exception (gloo's, from closing a pair) would leave a
+  // noexcept destructor and abort the process, and no caller is left to tell: what the close did
+  // not get to stays held, as by a failed destroy().
+  try {
+    if (!name_.empty()) GroupRegistry::withdraw(name_, state_.get());
+    state_->close();
+  } catch (const std::exception&) {
+  }
 }
 
 Napi::Value GlooGroup::Rank(const Napi::CallbackInfo& info) {

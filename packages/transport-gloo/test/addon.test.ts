@@ -1,8 +1,9 @@
 /**
  * The addon alone, between child processes (one gloo device each): connecting through exchanged
- * blobs, transfers with byte checks, aborts, a timeout that poisons the context, collectives, and
- * malformed address blobs.
+ * blobs, transfers with byte checks, aborts, a timeout that poisons the context, collectives,
+ * malformed address blobs, and gloo's own exceptions.
  */
+import { execFile } from "node:child_process"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -369,5 +370,21 @@ describe("malformed address blobs", () => {
       expect(error?.code, what).toBe("protocol")
       expect(error?.message, what).toMatch(/address blob from rank \d: a secret of \d+ bytes \(the blob of rank \d carries (0|32)\)/)
     }
+  })
+})
+
+describe("gloo's own exceptions", () => {
+  // fixtures/exhausted.mjs, in a process of its own with at most 256 open files: gloo's exception
+  // (no descriptor left for a pair's socket) used to leave the JS call as no Napi::Error and abort
+  // the process (SIGABRT).
+  it("reach JS as a system failure, and the process survives", async () => {
+    const fixture = fileURLToPath(new URL("./fixtures/exhausted.mjs", import.meta.url))
+    const outcome = await new Promise<{ error: Error | null; stdout: string }>((resolve) => {
+      execFile("bash", ["-c", 'ulimit -n 256 && exec "$0" "$1"', process.execPath, fixture], { timeout: 30_000 }, (error, stdout) =>
+        resolve({ error, stdout }),
+      )
+    })
+    expect(outcome.error).toBeNull()
+    expect(JSON.parse(outcome.stdout)).toEqual({ thrown: { code: "system", message: expect.stringContaining("Too many open files") } })
   })
 })

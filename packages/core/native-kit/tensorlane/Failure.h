@@ -52,13 +52,19 @@ class Failure : public std::runtime_error {
 // A Failure(System) that carries strerror(errno) of the call that just failed.
 Failure systemFailure(const std::string& what);
 
-// Runs the body of a function called from JS: a Failure becomes the JS error it describes.
+// Runs the body of a function called from JS: a Failure becomes the JS error it describes, and so
+// does any other exception (a library's own, std::bad_alloc), as a System failure: node-addon-api
+// hands only a Napi::Error on to JS, and anything else that leaves a JS call aborts the process.
 template <typename F>
 Napi::Value guarded(Napi::Env env, F&& body) {
   try {
     return body();
   } catch (const Failure& failure) {
     throw failure.toError(env);
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw Failure(FailureCode::System, error.what()).toError(env);
   }
 }
 
