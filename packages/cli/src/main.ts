@@ -14,6 +14,12 @@ import { parseSizes } from "./Sizes.js"
 import { renderSvg } from "./SvgChart.js"
 
 const USAGE = `usage:
+  tensorlane cluster init --hosts <name=address[@interface],...> --out <folder> [--drivers driver] [--name tensorlane]
+                          [--port 7400] [--interface eth0] [--postgres <host[:port]>] [--database tensorlane]
+                          [--user tensorlane] [--days 365]
+      writes a cluster into a new folder: cluster.json, the cluster's CA (ca.key stays with you), a
+      certificate and key per host (naming its name and address) and per driver, the Postgres
+      server's certificate and password (postgres/); --postgres defaults to the first host's address
   tensorlane doctor [--json]
       every transport with its state, library versions and locations, the UCX transports NIXL sees
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
@@ -102,10 +108,60 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
   if (values.svg !== undefined) fs.writeFileSync(values.svg, renderSvg(result))
 }
 
+/** `name=address[@interface]`: a host of `cluster init`. */
+const hostSpec = (item: string, fallbackInterface: string) => {
+  const match = /^([^=]+)=([^@]+)(?:@(.+))?$/.exec(item)
+  if (match === null) throw new UsageError({ message: `--hosts ${item}: name=address[@interface] is needed, like h1=10.0.0.11@eth0` })
+  return { name: match[1]!, address: match[2]!, interface: match[3] ?? fallbackInterface }
+}
+
+/** `host[:port]`, a bracketed IPv6 address for a host with a port. */
+const endpoint = (text: string, fallbackPort: number) => {
+  const match = /^(?:\[([^\]]+)\]|([^:]+))(?::(\d+))?$/.exec(text)
+  if (match === null) return { host: text, port: fallbackPort }
+  return { host: match[1] ?? match[2]!, port: match[3] === undefined ? fallbackPort : count("postgres", match[3], 1) }
+}
+
+const cluster = async (args: ReadonlyArray<string>): Promise<void> => {
+  const [subcommand, ...rest] = args
+  if (subcommand !== "init") throw new UsageError({ message: `unknown cluster command "${subcommand ?? ""}"\n${USAGE}` })
+  const { values } = usage(() =>
+    parseArgs({
+      args: rest,
+      options: {
+        hosts: { type: "string" },
+        drivers: { type: "string", default: "driver" },
+        out: { type: "string" },
+        name: { type: "string", default: "tensorlane" },
+        port: { type: "string", default: "7400" },
+        interface: { type: "string", default: "eth0" },
+        postgres: { type: "string" },
+        database: { type: "string", default: "tensorlane" },
+        user: { type: "string", default: "tensorlane" },
+        days: { type: "string", default: "365" },
+      },
+    }),
+  )
+  if (values.hosts === undefined || values.out === undefined) throw new UsageError({ message: `cluster init needs --hosts and --out\n${USAGE}` })
+  const hosts = (list(values.hosts) ?? []).map((item) => hostSpec(item, values.interface))
+  const { initCluster } = await import("./ClusterInit.js")
+  const config = await initCluster({
+    out: values.out,
+    name: values.name,
+    hosts,
+    drivers: list(values.drivers) ?? [],
+    port: count("port", values.port, 1),
+    postgres: { ...endpoint(values.postgres ?? hosts[0]?.address ?? "", 5432), database: values.database, user: values.user },
+    days: count("days", values.days, 1),
+  })
+  console.log(`wrote cluster ${config.name} to ${config.file}: ${config.hosts.length} hosts, ${config.drivers.length} drivers, certificates valid until ${config.hosts[0]!.validTo.toISOString()}`)
+}
+
 const main = async (argv: ReadonlyArray<string>): Promise<void> => {
   const [command, ...rest] = argv
   if (command === "doctor") return doctor(rest)
   if (command === "bench") return bench(rest)
+  if (command === "cluster") return cluster(rest)
   if (command === undefined || command === "help" || command === "--help" || command === "-h") {
     console.log(USAGE)
     return

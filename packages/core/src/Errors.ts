@@ -150,6 +150,22 @@ export class InvalidSettingError extends Schema.TaggedError<InvalidSettingError>
   accepts: Schema.String,
 }) {}
 
+/** A cluster config (cluster.json) or a file it names that is missing, unreadable or not what it must be. */
+export class ClusterConfigError extends Schema.TaggedError<ClusterConfigError>()("ClusterConfigError", {
+  message: Schema.String,
+  path: Schema.String,
+}) {}
+
+/**
+ * A certificate or key of a cluster that is missing, unreadable, malformed, not signed by the
+ * cluster's CA, outside its dates, or not naming `identity`; or a peer presenting such a certificate.
+ */
+export class CertificateError extends Schema.TaggedError<CertificateError>()("CertificateError", {
+  message: Schema.String,
+  path: Schema.String,
+  identity: Schema.String,
+}) {}
+
 /** A typed error (a `Schema.TaggedError`): core's, or a package's own. */
 export interface TaggedError extends Error {
   readonly _tag: string
@@ -187,3 +203,5 @@ export type TensorlaneError =
   | WrongClusterError
   | MessageTooLargeError
   | CancelledError
+  | ClusterConfigError
+  | CertificateError

@@ -44,5 +44,17 @@ export {
 export type { ReduceOp } from "./Transport.js"
 export { MAX_MESSAGE_BYTES } from "./Limits.js"
 export { transferBytes, transferCount, transferLatency, transferSpanName, type TransferStat } from "./Metrics.js"
+export {
+  ClusterConfigFile,
+  ClusterDriverEntry,
+  ClusterHostEntry,
+  loadClusterConfig,
+  tlsOptionsFor,
+  type ClusterConfig,
+  type ClusterDriver,
+  type ClusterHost,
+  type ClusterTls,
+  type MemberCredentials,
+} from "./ClusterConfig.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"
 export * as TensorlaneMemory from "./TensorlaneMemory.js"
