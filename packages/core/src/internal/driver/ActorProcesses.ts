@@ -5,7 +5,7 @@
  */
 import type { Socket } from "node:net"
 import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefinition, methodOf } from "../../Actor.js"
-import { ActorDiedError, ClusterClosedError, InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
+import { ActorDiedError, ClusterClosedError, CrossHostError, InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
 import { type ClusterIdentity, type ObjectRef, requireSameCluster } from "../../ObjectRef.js"
 import { launchActor, typeScriptFlags } from "../actorLaunch.js"
 import { checkTimeout, describe } from "../arguments.js"
@@ -324,6 +324,22 @@ export class ActorProcesses {
     return reply.then((r) => {
       if (r._tag !== replyTag) throw new ProtocolError({ message: `${record.id} answered a request of the driver with ${r._tag}, not ${replyTag}` })
       return r as Extract<ControlReply, { _tag: T }>
+    })
+  }
+
+  /**
+   * Fails with CrossHostError when `transport` moves bytes within one machine only and the processes
+   * (actors, or "driver") are not all on one: it names their hosts.
+   */
+  requireSameHost(transport: string, processIds: ReadonlyArray<string>): void {
+    if (this.driver.runtime.transport(transport).capabilities.sameHost !== true) return
+    const where = (id: string) => this.actors.get(id)?.process.host ?? "driver"
+    const hosts = [...new Set(processIds.map(where))]
+    if (hosts.length < 2) return
+    throw new CrossHostError({
+      message: `"${transport}" moves bytes within one machine, and ${processIds.map((id) => `${id} is on ${where(id)}`).join(", ")}: use a transport that crosses hosts (object-store, gloo, nixl) between hosts ${hosts.join(" and ")}`,
+      transport,
+      hosts,
     })
   }
 
