@@ -41,3 +41,6 @@ export const stopNode = async (node: RunningNode): Promise<void> => {
   await exited
 }
 
+
+/** The transports the drivers of these tests load: every method of the test actors names one of them. */
+export const HOST_TRANSPORTS = ["@tensorlane/transport-gloo", "@tensorlane/transport-nixl", "@tensorlane/symmetric-mem"]

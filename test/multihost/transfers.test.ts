@@ -9,12 +9,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { HostWorker } from "../fixtures/hostActors.ts"
 import { digest, sample } from "../fixtures/samples.ts"
 import { type Harness, harnessUnavailable, startHosts } from "./harness.ts"
-import { type RunningNode, startNode, stopNode } from "./nodes.ts"
+import { HOST_TRANSPORTS, type RunningNode, startNode, stopNode } from "./nodes.ts"
 
 const unavailable = harnessUnavailable()
 if (unavailable !== undefined) console.warn(`skipping the multi-host transfer tests: ${unavailable}`)
 
-const TRANSPORTS = ["@tensorlane/transport-gloo", "@tensorlane/transport-nixl", "@tensorlane/symmetric-mem"]
 /** Elements of the float32 tensor of a payload: 1 MiB, far past what travels inside the owner's messages. */
 const N = 1 << 18
 
@@ -26,7 +25,7 @@ describe.skipIf(unavailable !== undefined)("a cluster across 3 hosts", () => {
   beforeAll(async () => {
     env = await startHosts({ hosts: 3 })
     nodes = await Promise.all(env.hosts.map((h) => startNode(env, h.name)))
-    cluster = await start({ cluster: env.clusterFile, transports: TRANSPORTS })
+    cluster = await start({ cluster: env.clusterFile, transports: HOST_TRANSPORTS })
   }, 120_000)
 
   afterAll(async () => {

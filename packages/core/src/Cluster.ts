@@ -289,7 +289,7 @@ export class Cluster implements AsyncDisposable {
   /** An actor died: what it took part in fails, and every other process hears of it. */
   private onDeath(record: ActorRecord, died: ActorDiedError): void {
     this.dispatch.actorDied(record, died)
-    this.objects.actorDied(record.id, died)
+    this.objects.actorDied(record.id, died, record.process.host)
     this.agents.actorDied(record, died)
     this.groups.memberDied(record.id, died)
     this.runtime.peerDied(record.id)
