@@ -72,6 +72,15 @@ describe.skipIf(unavailable !== undefined)("a cluster across 3 hosts", () => {
     })
   }
 
+  it("serves what the driver puts to actors on two hosts", async () => {
+    const [a, b] = await cluster.spawn(HostWorker, { count: 2, hosts: ["h1", "h3"] })
+    const value = { f: sample("float32", N, 41), i: [sample("int64", N / 2, 42)], b: sample("uint8", 64, 43) }
+    const ref = await cluster.put(value)
+    expect(await cluster.get([a!.digest(ref), b!.digest(ref)])).toEqual([digest(value), digest(value)])
+    ref.release()
+    await Promise.all([a, b].map((actor) => cluster.kill(actor!)))
+  })
+
   it("runs a gloo allreduce across the 3 hosts", async () => {
     const actors = await cluster.spawn(HostWorker, { count: 3 })
     const group = await cluster.createCollectiveGroup(actors, { backend: "gloo" })
