@@ -5,6 +5,7 @@
  */
 import * as fs from "node:fs"
 import { parseArgs } from "node:util"
+import { startNode } from "@tensorlane/core"
 import { runBench } from "./Bench.js"
 import { formatTable } from "./BenchReport.js"
 import { formatDoctor, runDoctor } from "./Doctor.js"
@@ -20,6 +21,9 @@ const USAGE = `usage:
       writes a cluster into a new folder: cluster.json, the cluster's CA (ca.key stays with you), a
       certificate and key per host (naming its name and address) and per driver, the Postgres
       server's certificate and password (postgres/); --postgres defaults to the first host's address
+  tensorlane node --config <cluster.json> --name <host>
+      runs the node of a host of a cluster across hosts: listens on the host's address under mutual
+      TLS and starts the actors that drivers place on the host; SIGTERM or SIGINT ends it and them
   tensorlane doctor [--json]
       every transport with its state, library versions and locations, the UCX transports NIXL sees
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
@@ -157,11 +161,25 @@ const cluster = async (args: ReadonlyArray<string>): Promise<void> => {
   console.log(`wrote cluster ${config.name} to ${config.file}: ${config.hosts.length} hosts, ${config.drivers.length} drivers, certificates valid until ${config.hosts[0]!.validTo.toISOString()}`)
 }
 
+const node = async (args: ReadonlyArray<string>): Promise<void> => {
+  const { values } = usage(() => parseArgs({ args: [...args], options: { config: { type: "string" }, name: { type: "string" } } }))
+  if (values.config === undefined || values.name === undefined) throw new UsageError({ message: `node needs --config and --name\n${USAGE}` })
+  const running = await startNode({ config: values.config, name: values.name })
+  console.log(`tensorlane node ${running.host.name} listening on ${running.host.address}:${running.host.port}`)
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once("SIGTERM", () => resolve("SIGTERM"))
+    process.once("SIGINT", () => resolve("SIGINT"))
+  })
+  await running.close()
+  console.log(`tensorlane node ${running.host.name} ended (${signal})`)
+}
+
 const main = async (argv: ReadonlyArray<string>): Promise<void> => {
   const [command, ...rest] = argv
   if (command === "doctor") return doctor(rest)
   if (command === "bench") return bench(rest)
   if (command === "cluster") return cluster(rest)
+  if (command === "node") return node(rest)
   if (command === undefined || command === "help" || command === "--help" || command === "-h") {
     console.log(USAGE)
     return

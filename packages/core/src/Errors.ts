@@ -166,6 +166,16 @@ export class CertificateError extends Schema.TaggedError<CertificateError>()("Ce
   identity: Schema.String,
 }) {}
 
+/**
+ * A transport that moves bytes within one machine only (shm, symmetric memory) asked to move them
+ * between two hosts of a cluster across hosts; names both ("driver" for the driver's machine).
+ */
+export class CrossHostError extends Schema.TaggedError<CrossHostError>()("CrossHostError", {
+  message: Schema.String,
+  transport: Schema.String,
+  hosts: Schema.Array(Schema.String),
+}) {}
+
 /** A typed error (a `Schema.TaggedError`): core's, or a package's own. */
 export interface TaggedError extends Error {
   readonly _tag: string
@@ -205,3 +215,4 @@ export type TensorlaneError =
   | CancelledError
   | ClusterConfigError
   | CertificateError
+  | CrossHostError

@@ -56,5 +56,6 @@ export {
   type ClusterTls,
   type MemberCredentials,
 } from "./ClusterConfig.js"
+export { startNode, TensorlaneNode, type NodeOptions } from "./Node.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"
 export * as TensorlaneMemory from "./TensorlaneMemory.js"

@@ -60,6 +60,7 @@ export class Dispatch {
     for (const entry of argEntries) {
       // The producer has the very tensors; a receiver of a broadcast keeps its copy: no transfer either way.
       if (entry.producer === record.id || entry.copies.has(record.id)) continue
+      this.processes.requireSameHost(entry.transport, [entry.producer, record.id])
       const capabilities = this.runtime.transport(entry.transport).capabilities
       if (capabilities.oneSided) continue
       const group = this.groups.groupOf(entry.transport, entry.producer, record.id)

@@ -90,6 +90,7 @@ export class Objects {
       if (ready.state === "failed") throw ready.error!
       const info = ready.info!
       const records = receiving.filter((r) => r.id !== entry.producer && !entry.copies.has(r.id))
+      this.processes.requireSameHost(entry.transport, [entry.producer, ...records.map((r) => r.id)])
       const transport = this.driver.runtime.transport(entry.transport)
       const timeoutMs = limitMs ?? this.driver.transferTimeoutMs
       if (transport.capabilities.oneSided) {

@@ -1,0 +1,167 @@
+/**
+ * The driver's side of a cluster across hosts: a session with the node of each host it uses (pinged;
+ * its end fails that host's actors), the placement of a spawn call's actors on hosts, and the start
+ * of an actor through its host's node.
+ */
+import type { ClusterConfig, ClusterHost, ClusterTls } from "../../ClusterConfig.js"
+import { InvalidArgumentError, TimeoutError, TransferError } from "../../Errors.js"
+import { describe } from "../arguments.js"
+import { type Connection, connect, decoded, openSocket, tlsAddress } from "../connection.js"
+import { writeFrame } from "../frame.js"
+import { type FromNode, type HostInfo, MAX_NODE_REQUEST_BYTES, type ToNode, decodeFromNode } from "../messages.js"
+import { PING_INTERVAL_MS, watchSilence } from "../node/liveness.js"
+import type { ActorProcess, ProcessLauncher, SpawnOptions } from "./ActorProcesses.js"
+
+/** How long a node has to answer a session's opening: a node that does not is taken for down. */
+const SESSION_OPEN_TIMEOUT_MS = 5_000
+
+interface Session {
+  readonly info: HostInfo
+  readonly connection: Connection
+}
+
+const nodeAddress = (host: ClusterHost): string => tlsAddress({ member: host.name, host: host.address, port: host.port })
+
+export class Hosts {
+  private readonly sessions = new Map<string, Promise<Session>>()
+
+  constructor(
+    private readonly config: ClusterConfig,
+    private readonly credentials: ClusterTls,
+    private readonly clusterId: string,
+    private readonly execArgv: ReadonlyArray<string>,
+    /** A host's session ended (its node died, or was cut off): its actors are gone. */
+    private readonly lost: (host: string, reason: string) => void,
+  ) {}
+
+  private host(name: unknown, argument: string): ClusterHost {
+    const host = this.config.hosts.find((h) => h.name === name)
+    if (host === undefined) {
+      throw new InvalidArgumentError({
+        message: `${describe(name)} is not a host of cluster ${this.config.name} (its hosts: ${this.config.hosts.map((h) => h.name).join(", ")})`,
+        argument,
+      })
+    }
+    return host
+  }
+
+  /** The session with a host's node, opened on first use (and again after one that ended). */
+  private session(host: ClusterHost): Promise<Session> {
+    let session = this.sessions.get(host.name)
+    if (session === undefined) {
+      session = this.open(host)
+      const opened = session
+      opened.catch(() => {
+        if (this.sessions.get(host.name) === opened) this.sessions.delete(host.name)
+      })
+      this.sessions.set(host.name, session)
+    }
+    return session
+  }
+
+  private async open(host: ClusterHost): Promise<Session> {
+    let opened!: (info: HostInfo) => void
+    let failed!: (error: Error) => void
+    const info = new Promise<HostInfo>((resolve, reject) => {
+      opened = resolve
+      failed = reject
+    })
+    // Awaited only once connected: a connection that fails first rejects the open by itself.
+    info.catch(() => undefined)
+    let pinger: NodeJS.Timeout | undefined
+    const silence = watchSilence(() => connection.then((c) => c.close(new Error(`no answer from its node for ${PING_INTERVAL_MS * 3} ms`))))
+    const end = (reason: string) => {
+      clearInterval(pinger)
+      silence.stop()
+      failed(new TransferError({ message: `host ${host.name}'s node at ${host.address}:${host.port} did not open a session: ${reason}`, transport: "control" }))
+      if (this.sessions.has(host.name)) {
+        this.sessions.delete(host.name)
+        this.lost(host.name, reason)
+      }
+    }
+    const connection = connect(
+      nodeAddress(host),
+      {
+        maxBodyBytes: 0,
+        peerMaxHeaderBytes: MAX_NODE_REQUEST_BYTES,
+        onFrame: decoded(decodeFromNode, (message: FromNode) => {
+          silence.heard()
+          if (message._tag === "SessionOpened") opened(message.info)
+        }),
+        onClose: (error) => end(error?.message ?? "its connection closed"),
+      },
+      this.credentials.client,
+    )
+    const c = await connection.catch((error: Error) => {
+      silence.stop()
+      throw error
+    })
+    c.send({ _tag: "Session", clusterId: this.clusterId } satisfies ToNode)
+    pinger = setInterval(() => c.send({ _tag: "Ping" } satisfies ToNode), PING_INTERVAL_MS)
+    pinger.unref()
+    let timer: NodeJS.Timeout | undefined
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new TimeoutError({ message: `host ${host.name}'s node did not answer within ${SESSION_OPEN_TIMEOUT_MS} ms`, timeoutMs: SESSION_OPEN_TIMEOUT_MS })),
+        SESSION_OPEN_TIMEOUT_MS,
+      )
+    })
+    try {
+      return { info: await Promise.race([info, timedOut]), connection: c }
+    } catch (error) {
+      c.close()
+      throw error
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** The hosts whose nodes answer, in the config's order, with what their nodes report. */
+  async list(): Promise<Array<HostInfo>> {
+    const answers = await Promise.allSettled(this.config.hosts.map((h) => this.session(h)))
+    return answers.flatMap((a) => (a.status === "fulfilled" ? [a.value.info] : []))
+  }
+
+  /** The host of each actor of a spawn call, with a session open on each (SpawnOptions says the placement). */
+  async place(options: SpawnOptions, count: number): Promise<Array<string>> {
+    if (options.host !== undefined && options.hosts !== undefined) {
+      throw new InvalidArgumentError({ message: "spawn takes host or hosts, not both", argument: "hosts" })
+    }
+    if (options.hosts !== undefined && (!Array.isArray(options.hosts) || options.hosts.length === 0)) {
+      throw new InvalidArgumentError({ message: `hosts must be a non-empty array of host names, not ${describe(options.hosts)}`, argument: "hosts" })
+    }
+    const names =
+      options.host !== undefined ? [this.host(options.host, "host").name] : (options.hosts ?? this.config.hosts.map((h) => h.name)).map((n) => this.host(n, "hosts").name)
+    await Promise.all([...new Set(names)].map((n) => this.session(this.host(n, "hosts"))))
+    return Array.from({ length: count }, (_, i) => names[i % names.length]!)
+  }
+
+  /** Starts an actor through its host's node: the connection carries its Spawn, then its control connection. */
+  readonly launcher: ProcessLauncher = ({ id, definition, env, host }) => {
+    const { socket } = openSocket(nodeAddress(this.host(host, "host")), this.credentials.client)
+    socket.setNoDelay(true)
+    writeFrame(socket, {
+      _tag: "Spawn",
+      clusterId: this.clusterId,
+      actorId: id,
+      moduleUrl: definition.moduleUrl,
+      execArgv: [...this.execArgv],
+      env: { ...env },
+    } satisfies ToNode)
+    const process: ActorProcess = {
+      control: socket,
+      host,
+      kill: () => socket.destroy(),
+      ended: () => socket.destroyed,
+      onExit: (listener) => socket.once("close", () => listener(`: its connection through host ${host}'s node closed`)),
+    }
+    return process
+  }
+
+  /** Ends every session: the nodes end this driver's actors. */
+  close(): void {
+    const sessions = [...this.sessions.values()]
+    this.sessions.clear()
+    for (const s of sessions) s.then((session) => session.connection.close()).catch(() => undefined)
+  }
+}
