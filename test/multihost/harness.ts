@@ -234,7 +234,7 @@ const build = async (
 
   const clusterDir = path.join(folder, "cluster")
   execFileSync(process.execPath, [CLI, "cluster", "init", "--name", `tl-${id}`, "--hosts", hosts.map((h) => `${h.name}=${h.address}@eth0`).join(","),
-    "--drivers", drivers.join(","), "--postgres", `${postgres.address}:${POSTGRES_PORT}`, "--port", String(NODE_PORT), "--days", "2", "--out", clusterDir], { stdio: "pipe" })
+    "--drivers", drivers.join(","), "--postgres", `${postgres.address}:${POSTGRES_PORT}`, "--port", String(NODE_PORT), "--days", "365", "--out", clusterDir], { stdio: "pipe" })
   const clusterFile = path.join(clusterDir, "cluster.json")
   const config = loadClusterConfig(clusterFile)
 
