@@ -38,7 +38,12 @@ const USAGE = `usage:
       size, more until they add up to --min-time-ms, next to memcpy, TCP loopback and raw Gloo
       measured in the same run; default transports: object-store and every CPU transport that
       doctor finds ready; --modules: more transport modules to load (your own transport);
-      --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)`
+      --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)
+  tensorlane bench --hosts <producer,consumer> --cluster <cluster.json> [--driver <name>] [options above]
+      the same across two hosts of a cluster (their nodes running): the producer on the first host,
+      the consumer on the second, next to a raw TCP stream between the same two hosts measured in
+      the same run; default transport gloo; prints each transport's share of that stream at the
+      largest size against the bar of 70%`
 
 const count = (name: string, text: string, min: number): number => {
   const n = Number(text)
@@ -100,9 +105,16 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
         svg: { type: "string" },
         "producer-env": { type: "string", multiple: true },
         "consumer-env": { type: "string", multiple: true },
+        hosts: { type: "string" },
+        cluster: { type: "string" },
+        driver: { type: "string" },
       },
     }),
   )
+  const hosts = list(values.hosts)
+  if ((hosts === undefined) !== (values.cluster === undefined)) throw new UsageError({ message: `--hosts and --cluster go together\n${USAGE}` })
+  if (hosts !== undefined && hosts.length !== 2) throw new UsageError({ message: `--hosts ${values.hosts}: two hosts are needed, producer,consumer` })
+  if (values.driver !== undefined && hosts === undefined) throw new UsageError({ message: `--driver goes with --hosts and --cluster\n${USAGE}` })
   const options = {
     transports: list(values.transports),
     modules: list(values.modules) ?? [],
@@ -111,6 +123,9 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
     warmups: count("warmups", values.warmups, 0),
     minTimeMs: count("min-time-ms", values["min-time-ms"], 0),
     actorEnv: { producer: environment("producer-env", values["producer-env"]), consumer: environment("consumer-env", values["consumer-env"]) },
+    ...(hosts !== undefined && values.cluster !== undefined
+      ? { across: { cluster: values.cluster, producer: hosts[0]!, consumer: hosts[1]!, ...(values.driver !== undefined ? { driver: values.driver } : {}) } }
+      : {}),
   }
   const bar = progressBar()
   let result
