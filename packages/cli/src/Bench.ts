@@ -6,9 +6,9 @@
  * for the gloo rows).
  */
 import * as os from "node:os"
-import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
+import type { Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
-import { BenchTransportError } from "./Errors.js"
+import { BenchTransportError, UsageError } from "./Errors.js"
 import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
@@ -27,6 +27,18 @@ export interface BenchOptions {
   readonly minTimeMs: number
   /** Extra environment of each actor process (a transport's settings, such as TENSORLANE_GLOO_DEVICE_CPUS). */
   readonly actorEnv: ActorEnv
+  /**
+   * A run across hosts: the producer on one host of the cluster config, the consumer on another,
+   * and the TCP limit a raw stream between those two hosts (the driver's machine only submits).
+   */
+  readonly across?: AcrossHosts
+}
+
+export interface AcrossHosts {
+  readonly cluster: string
+  readonly driver?: string
+  readonly producer: string
+  readonly consumer: string
 }
 
 export interface ActorEnv {
@@ -75,6 +87,8 @@ export interface BenchResult {
   readonly sizes: ReadonlyArray<number>
   readonly limits: ReadonlyArray<BenchLimits>
   readonly rows: ReadonlyArray<BenchRow>
+  /** The hosts of a run across hosts, with their addresses; `tcpMs` is then the stream between them. */
+  readonly across?: { readonly producer: string; readonly producerAddress: string; readonly consumer: string; readonly consumerAddress: string }
 }
 
 /** Where the run is: steps done out of the total, and the one just done. */
@@ -170,30 +184,44 @@ export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: 
 }
 
 export const runBench = async (options: BenchOptions, progress: Progress = () => {}): Promise<BenchResult> => {
-  const { transports, modules } = await resolveTransports(options)
+  // Across hosts, by default the transport between hosts that every host has: gloo.
+  const { transports, modules } = await resolveTransports(options.across !== undefined && options.transports === undefined ? { ...options, transports: ["gloo"] } : options)
   const { sizes, repeats, warmups, minTimeMs } = options
   // Loaded only now: `doctor` and argument errors work without core's runtime.
-  const { start, transferSpanName } = await import("@tensorlane/core")
+  const { loadClusterConfig, start, transferSpanName } = await import("@tensorlane/core")
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
+  const across = options.across === undefined ? undefined : placement(options.across, loadClusterConfig(options.across.cluster))
+  // Raw Gloo is a pair on this machine: no limit of a run across hosts.
+  const withRawGloo = transports.includes("gloo") && across === undefined
   const perRun = warmups + repeats
-  const total = sizes.length * ((transports.includes("gloo") ? 4 : 2) + transports.length * perRun)
+  const total = sizes.length * ((withRawGloo ? 4 : 2) + transports.length * perRun)
   let done = 0
   const step = (label: string) => progress(++done, total, label)
 
   // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
   // connected pair for the run, measured just before and just after each gloo cell (rawAround).
-  const rawGloo = transports.includes("gloo") ? await openRawGloo(warmups) : undefined
+  const rawGloo = withRawGloo ? await openRawGloo(warmups) : undefined
 
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
   const transferClock = makeTransferClock(transferSpanName)
-  const cluster = await start({ transports: [...modules], tracer: transferClock.tracer }).catch(async (error: unknown) => {
+  const cluster = await start({
+    transports: [...modules],
+    tracer: transferClock.tracer,
+    ...(options.across !== undefined ? { cluster: options.across.cluster, ...(options.across.driver !== undefined ? { driver: options.across.driver } : {}) } : {}),
+  }).catch(async (error: unknown) => {
     await rawGloo?.close()
     throw error
   })
   try {
-    const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer })
-    const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer })
+    const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer, ...(across ? { host: across.producer } : {}) })
+    const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer, ...(across ? { host: across.consumer } : {}) })
+    /** The TCP limit: over loopback here, or a raw stream from the producer's host to the consumer's. */
+    const tcpMs = async (bytes: number): Promise<number> => {
+      if (across === undefined) return tcpLoopbackMs(bytes, repeats, warmups)
+      const port = await cluster.get(consumer.tcpSink(across.consumerAddress, bytes))
+      return cluster.get(producer.tcpStreamMs(across.consumerAddress, port, bytes, repeats, warmups))
+    }
     const groups = []
     for (const transport of transports) {
       if (cluster.runtime.transport(transport).capabilities.needsGroup) {
@@ -203,8 +231,8 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     for (const bytes of sizes) {
       const memcpy = memcpyMs(bytes, repeats, warmups)
       step(`memcpy ${formatSize(bytes)}`)
-      const tcp = await tcpLoopbackMs(bytes, repeats, warmups)
-      step(`TCP loopback ${formatSize(bytes)}`)
+      const tcp = await tcpMs(bytes)
+      step(`TCP ${across ? `${across.producer} -> ${across.consumer}` : "loopback"} ${formatSize(bytes)}`)
       const scenarioOf = (transport: string): Scenario => ({
         label: transport,
         make: () => producer.make.options({ tensorTransport: transport })(bytes),
@@ -298,5 +326,17 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     sizes,
     limits,
     rows,
+    ...(across !== undefined ? { across } : {}),
   }
+}
+
+/** The two hosts of a run across hosts, checked against the config, with their addresses. */
+const placement = (across: AcrossHosts, config: ClusterConfig) => {
+  const address = (name: string) => {
+    const host = config.hosts.find((h) => h.name === name)
+    if (host === undefined) throw new UsageError({ message: `--hosts: ${name} is not a host of ${config.file} (its hosts: ${config.hosts.map((h) => h.name).join(", ")})` })
+    return host.address
+  }
+  if (across.producer === across.consumer) throw new UsageError({ message: `--hosts: two different hosts are needed, got ${across.producer} twice` })
+  return { producer: across.producer, producerAddress: address(across.producer), consumer: across.consumer, consumerAddress: address(across.consumer) }
 }

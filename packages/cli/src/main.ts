@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import { parseArgs } from "node:util"
-import { startNode } from "@tensorlane/core"
+import { CertificateError, ClusterConfigError, startNode } from "@tensorlane/core"
 import { runBench } from "./Bench.js"
 import { formatTable } from "./BenchReport.js"
 import { formatDoctor, runDoctor } from "./Doctor.js"
@@ -26,6 +26,10 @@ const USAGE = `usage:
       TLS and starts the actors that drivers place on the host; SIGTERM or SIGINT ends it and them
   tensorlane doctor [--json]
       every transport with its state, library versions and locations, the UCX transports NIXL sees
+  tensorlane doctor --cluster <cluster.json> [--driver <name>] [--json]
+      checks a cluster across hosts as that driver (default the config's first): Postgres (TLS under
+      the cluster's CA, the cluster's role, no entry without TLS), every host's node (mutual TLS, its
+      certificate's dates, what it reports: CPUs, memory, GPUs, transports); exits with 1 on a problem
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
                    [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>] [--json <file>] [--svg <file>]
                    [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
@@ -34,7 +38,12 @@ const USAGE = `usage:
       size, more until they add up to --min-time-ms, next to memcpy, TCP loopback and raw Gloo
       measured in the same run; default transports: object-store and every CPU transport that
       doctor finds ready; --modules: more transport modules to load (your own transport);
-      --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)`
+      --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)
+  tensorlane bench --hosts <producer,consumer> --cluster <cluster.json> [--driver <name>] [options above]
+      the same across two hosts of a cluster (their nodes running): the producer on the first host,
+      the consumer on the second, next to a raw TCP stream between the same two hosts measured in
+      the same run; default transport gloo; prints each transport's share of that stream at the
+      largest size against the bar of 70%`
 
 const count = (name: string, text: string, min: number): number => {
   const n = Number(text)
@@ -67,10 +76,18 @@ const usage = <A>(parse: () => A): A => {
   }
 }
 
-const doctor = async (args: ReadonlyArray<string>): Promise<void> => {
-  const { values } = usage(() => parseArgs({ args: [...args], options: { json: { type: "boolean" } } }))
+const doctor = async (args: ReadonlyArray<string>): Promise<number> => {
+  const { values } = usage(() => parseArgs({ args: [...args], options: { json: { type: "boolean" }, cluster: { type: "string" }, driver: { type: "string" } } }))
+  if (values.cluster !== undefined) {
+    const { formatClusterDoctor, runClusterDoctor } = await import("./ClusterDoctor.js")
+    const report = await runClusterDoctor(values.cluster, values.driver)
+    console.log(values.json === true ? JSON.stringify(report, null, 2) : formatClusterDoctor(report))
+    return report.ok ? 0 : 1
+  }
+  if (values.driver !== undefined) throw new UsageError({ message: `--driver goes with --cluster\n${USAGE}` })
   const report = await runDoctor()
   console.log(values.json === true ? JSON.stringify(report, null, 2) : formatDoctor(report))
+  return 0
 }
 
 const bench = async (args: ReadonlyArray<string>): Promise<void> => {
@@ -88,9 +105,16 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
         svg: { type: "string" },
         "producer-env": { type: "string", multiple: true },
         "consumer-env": { type: "string", multiple: true },
+        hosts: { type: "string" },
+        cluster: { type: "string" },
+        driver: { type: "string" },
       },
     }),
   )
+  const hosts = list(values.hosts)
+  if ((hosts === undefined) !== (values.cluster === undefined)) throw new UsageError({ message: `--hosts and --cluster go together\n${USAGE}` })
+  if (hosts !== undefined && hosts.length !== 2) throw new UsageError({ message: `--hosts ${values.hosts}: two hosts are needed, producer,consumer` })
+  if (values.driver !== undefined && hosts === undefined) throw new UsageError({ message: `--driver goes with --hosts and --cluster\n${USAGE}` })
   const options = {
     transports: list(values.transports),
     modules: list(values.modules) ?? [],
@@ -99,6 +123,9 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
     warmups: count("warmups", values.warmups, 0),
     minTimeMs: count("min-time-ms", values["min-time-ms"], 0),
     actorEnv: { producer: environment("producer-env", values["producer-env"]), consumer: environment("consumer-env", values["consumer-env"]) },
+    ...(hosts !== undefined && values.cluster !== undefined
+      ? { across: { cluster: values.cluster, producer: hosts[0]!, consumer: hosts[1]!, ...(values.driver !== undefined ? { driver: values.driver } : {}) } }
+      : {}),
   }
   const bar = progressBar()
   let result
@@ -174,7 +201,8 @@ const node = async (args: ReadonlyArray<string>): Promise<void> => {
   console.log(`tensorlane node ${running.host.name} ended (${signal})`)
 }
 
-const main = async (argv: ReadonlyArray<string>): Promise<void> => {
+/** Runs the command; its exit code (0 unless it says otherwise). */
+const main = async (argv: ReadonlyArray<string>): Promise<number | void> => {
   const [command, ...rest] = argv
   if (command === "doctor") return doctor(rest)
   if (command === "bench") return bench(rest)
@@ -189,11 +217,16 @@ const main = async (argv: ReadonlyArray<string>): Promise<void> => {
 
 main(process.argv.slice(2)).then(
   // Actor processes and native threads are gone once the cluster shut down; exit without waiting for stray handles.
-  () => process.exit(0),
+  (code) => process.exit(code ?? 0),
   (error: unknown) => {
     if (error instanceof UsageError || error instanceof BenchTransportError) {
       console.error(`${error._tag}: ${error.message}`)
       process.exit(2)
+    }
+    // A config or certificate that is not right: what and where is all there is to say.
+    if (error instanceof ClusterConfigError || error instanceof CertificateError) {
+      console.error(`${error._tag}: ${error.message}`)
+      process.exit(1)
     }
     const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String((error as { _tag: unknown })._tag)}: ` : ""
     console.error(`${tag}${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)

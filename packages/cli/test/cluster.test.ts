@@ -130,6 +130,20 @@ describe("cluster init", () => {
     expect(fs.existsSync(fresh)).toBe(false)
   })
 
+  it("makes, from the command line of docs/multi-host.md, the config that the guide shows", async () => {
+    const guide = (name: string) => fs.readFileSync(new URL(`../../../docs/snippets/multi-host/${name}`, import.meta.url), "utf8")
+    const line = guide("cluster-init.sh").replace(/\\\n\s*/g, "").trim().split(/\s+/)
+    expect(line.slice(0, 2)).toEqual(["npx", "tensorlane"])
+    const args = line.slice(2)
+    const out = path.join(root, "guide")
+    args[args.indexOf("--out") + 1] = out
+    const run = await tensorlane(args)
+    expect(run.stderr).toBe("")
+    const written = JSON.parse(fs.readFileSync(path.join(out, "cluster.json"), "utf8"))
+    const shown = JSON.parse(guide("cluster.json"))
+    expect({ ...written, hosts: written.hosts.slice(0, shown.hosts.length) }).toEqual(shown)
+  })
+
   it("runs from the command line", async () => {
     const out = path.join(root, "cli")
     const run = await tensorlane(["cluster", "init", "--hosts", "a=10.0.0.1@eth1,b=10.0.0.2", "--drivers", "d1,d2", "--out", out, "--name", "lab2"])
