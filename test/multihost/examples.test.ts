@@ -7,10 +7,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { GLOO_EXAMPLES } from "../fixtures/exampleOutputs.ts"
-import { type Harness, harnessUnavailable, startHosts } from "./harness.ts"
-import { type RunningNode, startNode, stopNode } from "./nodes.ts"
+import { harnessUnavailable } from "./harness.ts"
+import { useHosts } from "./nodes.ts"
 
 const unavailable = harnessUnavailable()
 if (unavailable !== undefined) console.warn(`skipping the multi-host examples: ${unavailable}`)
@@ -32,24 +32,13 @@ const placed = (source: string, clusterFile: string, file: string): string => {
 }
 
 describe.skipIf(unavailable !== undefined)("examples/gloo across two hosts", () => {
-  let env: Harness
-  let nodes: Array<RunningNode> = []
-
-  beforeAll(async () => {
-    env = await startHosts({ hosts: 2 })
-    nodes = await Promise.all(env.hosts.map((h) => startNode(env, h.name)))
-  }, 120_000)
-
-  afterAll(async () => {
-    await Promise.all(nodes.map(stopNode))
-    await env?.teardown()
-  }, 60_000)
+  const hosts = useHosts({ hosts: 2 })
 
   it.each(GLOO_EXAMPLES)("%s", async (example, expected) => {
     const file = path.join(EXAMPLES, example)
     // .mts: outside the repository no package.json makes the copy an ES module.
-    const copy = path.join(env.folder, path.basename(example).replace(/\.ts$/, ".mts"))
-    fs.writeFileSync(copy, placed(fs.readFileSync(file, "utf8"), env.clusterFile, file))
+    const copy = path.join(hosts.env.folder, path.basename(example).replace(/\.ts$/, ".mts"))
+    fs.writeFileSync(copy, placed(fs.readFileSync(file, "utf8"), hosts.env.clusterFile, file))
     const { stdout } = await run(process.execPath, ["--import", "tsx", copy], { cwd: path.dirname(file), timeout: 60_000 })
     expect(stdout).toMatch(expected)
   })

@@ -69,7 +69,7 @@ export interface AgentOptions {
   /** Where it listens: a Unix socket path; on a host of a cluster across hosts, that host's address under mutual TLS. */
   readonly address: string
   /** Set on a host of a cluster across hosts: the agent listens on the host's address under mutual TLS. */
-  readonly cluster: ClusterMember | undefined
+  readonly cluster?: ClusterMember
   readonly transports: ReadonlyArray<string>
   /** Actors end their own process when their parent is gone, even with a busy main thread. */
   readonly parentPid: number | undefined
