@@ -77,6 +77,10 @@ describe.skipIf(unavailable !== undefined)("failures of a cluster across 3 hosts
       expect(died.error).toBeInstanceOf(ActorDiedError)
       expect((died.error as ActorDiedError).message).toMatch(/host h3/)
       expect(died.ms).toBeLessThan(5_000)
+      // hosts() waits for the cut-off host no longer than a session's opening.
+      const t0 = Date.now()
+      expect((await hosts.cluster.hosts()).map((h) => h.name)).toEqual(["h1", "h2"])
+      expect(Date.now() - t0).toBeLessThan(6_000)
       // The node, cut off from the driver as well, ends the driver's actor on its own.
       const deadline = Date.now() + 10_000
       while (alive(pid) && Date.now() < deadline) await sleep(100)
