@@ -37,6 +37,7 @@ describe.skipIf(unavailable !== undefined)("a cluster across 3 hosts", () => {
     const address = (name: string) => hosts.env.hosts.find((h) => h.name === name)!.address
     expect(where.map((w) => w.glooHost)).toEqual([address("h3"), address("h1"), address("h3")])
     expect(where.map((w) => w.ucxDevices)).toEqual(["eth0", "eth0", "eth0"])
+    expect(where.map((w) => w.ncclInterface)).toEqual(["eth0", "eth0", "eth0"])
     await Promise.all(actors.map((a) => hosts.cluster.kill(a)))
   })
 

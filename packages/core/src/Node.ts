@@ -34,6 +34,9 @@ export interface NodeOptions {
 /** Transport packages a node reports as installed when they resolve from where tensorlane is installed. */
 const TRANSPORT_PACKAGES = ["@tensorlane/transport-gloo", "@tensorlane/transport-nixl", "@tensorlane/transport-nccl", "@tensorlane/symmetric-mem"]
 
+/** How long a connection to a node has for its TLS handshake, and then for its first message. */
+const FIRST_MESSAGE_TIMEOUT_MS = 10_000
+
 /** A driver's actors on this host, and its session. */
 interface DriverSession {
   readonly driver: string
@@ -69,7 +72,7 @@ export class TensorlaneNode {
     private readonly config: ClusterConfig,
     private readonly credentials: ClusterTls,
   ) {
-    this.server = tls.createServer(credentials.server, (socket) => this.accept(socket))
+    this.server = tls.createServer({ ...credentials.server, handshakeTimeout: FIRST_MESSAGE_TIMEOUT_MS }, (socket) => this.accept(socket))
     // A handshake that fails (no certificate, another CA's) only ends that connection.
     this.server.on("tlsClientError", () => undefined)
   }
@@ -101,13 +104,6 @@ export class TensorlaneNode {
     }
   }
 
-  /** The actor processes this node runs, per driver session. */
-  actorCount(): number {
-    let n = 0
-    for (const s of this.sessions.values()) n += s.actors.size
-    return n
-  }
-
   private accept(socket: tls.TLSSocket): void {
     let peer: string
     try {
@@ -122,8 +118,11 @@ export class TensorlaneNode {
       return
     }
     socket.setNoDelay(true)
+    // A connection says what it is for at once, or is dropped: none is kept open for nothing.
+    socket.setTimeout(FIRST_MESSAGE_TIMEOUT_MS, () => socket.destroy())
     const reader = new FrameReader(
       (frame) => {
+        socket.setTimeout(0)
         socket.off("data", onData)
         let request: ToNode
         try {
@@ -207,9 +206,11 @@ export class TensorlaneNode {
       child = launchActor([...request.execArgv, ...typeScriptFlags(request.moduleUrl)], {
         ...process.env,
         ...request.env,
-        // The data planes of this host: gloo's pairs and UCX's TCP listen on its configured address only.
+        // The data planes of this host: gloo's pairs on its configured address, UCX's and NCCL's
+        // sockets on its configured interface only.
         TENSORLANE_GLOO_HOST: this.host.address,
         UCX_NET_DEVICES: this.host.interface,
+        NCCL_SOCKET_IFNAME: this.host.interface,
         [CLUSTER_CONFIG_VARIABLE]: this.config.file,
         [CLUSTER_MEMBER_VARIABLE]: this.host.name,
       })

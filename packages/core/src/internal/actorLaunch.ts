@@ -30,8 +30,9 @@ let launcher: ReadonlyArray<string> | undefined
 
 /**
  * What actor processes start under: Linux's parent-death signal, set by util-linux's setpriv before
- * it runs Node, kills an actor the moment its driver dies, even a stopped one (which runs no code, so
- * its own lifeline cannot end it). Where setpriv is missing only the lifeline ends actors.
+ * it runs Node, kills an actor the moment its parent (the driver, or its host's node) dies, even a
+ * stopped one (which runs no code, so its own lifeline cannot end it). Where setpriv is missing only
+ * the lifeline ends actors.
  */
 const deathSignalLauncher = (): ReadonlyArray<string> => {
   if (launcher === undefined) {

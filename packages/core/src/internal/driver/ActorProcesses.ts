@@ -57,7 +57,6 @@ export interface ActorProcess {
 export type ProcessLauncher = (start: {
   readonly id: string
   readonly definition: ActorDefinition
-  readonly index: number
   readonly flags: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string>>
   readonly host: string | undefined
@@ -239,7 +238,7 @@ export class ActorProcesses {
     const n = this.nextActor.get(definition.name) ?? 0
     this.nextActor.set(definition.name, n + 1)
     const id = `${definition.name}-${n}`
-    const child = this.launcher({ id, definition, index, flags, env, host })
+    const child = this.launcher({ id, definition, flags, env, host })
     const on = onHost(host)
     let record!: ActorRecord
     const whenReady = new Promise<void>((resolve, reject) => {
