@@ -12,7 +12,7 @@ import { HostWorker } from "../fixtures/hostActors.ts"
 import { digest, sample } from "../fixtures/samples.ts"
 import { sleep } from "../helpers.ts"
 import { harnessUnavailable } from "./harness.ts"
-import { HOST_TRANSPORTS, alive, startNode, useHosts } from "./nodes.ts"
+import { HOST_TRANSPORTS, alive, startNode, stopNode, useHosts } from "./nodes.ts"
 
 const unavailable = harnessUnavailable()
 if (unavailable !== undefined) console.warn(`skipping the multi-host failure tests: ${unavailable}`)
@@ -110,5 +110,20 @@ describe.skipIf(unavailable !== undefined)("failures of a cluster across 3 hosts
     while (pids.some(alive) && Date.now() - t0 < 15_000) await sleep(100)
     expect(pids.filter(alive)).toEqual([])
     expect(Date.now() - t0).toBeLessThan(10_000)
+  })
+
+  it("a node ended with SIGTERM ends the actors it started, which the driver sees die; started again, it serves", async () => {
+    const [onH1] = await hosts.cluster.spawn(HostWorker, { host: "h1" })
+    const { pid } = await hosts.cluster.get(onH1!.where())
+    const call = timedRejection(hosts.cluster.get(onH1!.busy(60_000)))
+    await stopNode(hosts.nodes.get("h1")!)
+    expect(alive(pid)).toBe(false)
+    const died = await call
+    expect(died.error).toBeInstanceOf(ActorDiedError)
+    expect((died.error as ActorDiedError).message).toMatch(/host h1/)
+    hosts.nodes.set("h1", await startNode(hosts.env, "h1"))
+    const [again] = await hosts.cluster.spawn(HostWorker, { host: "h1" })
+    expect((await hosts.cluster.get(again!.where())).glooHost).toBe(hosts.env.hosts[0]!.address)
+    await hosts.cluster.kill(again!)
   })
 })
