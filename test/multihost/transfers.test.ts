@@ -101,6 +101,11 @@ describe.skipIf(unavailable !== undefined)("a cluster across 3 hosts", () => {
     expect((error as CrossHostError).hosts).toEqual(["h1", "h2"])
     expect((error as CrossHostError).message).toMatch(/h1.*h2/)
     await expect(hosts.cluster.createCollectiveGroup([a!, b!], { backend: "shm" })).rejects.toBeInstanceOf(CrossHostError)
+    // The driver's machine is not h1 either; through the object store it reads the object all the same.
+    const driverError = await hosts.cluster.get(ref).catch((e: unknown) => e)
+    expect(driverError).toBeInstanceOf(CrossHostError)
+    expect((driverError as CrossHostError).hosts).toEqual(["h1", "driver"])
+    expect(digest(await hosts.cluster.get(ref, { useObjectStore: true }))).toEqual(digest({ f: sample("float32", N, 31), i: [sample("int64", N / 2, 32)], b: sample("uint8", 64, 33) }))
     ref.release()
     await Promise.all([a, b].map((actor) => hosts.cluster.kill(actor!)))
   })

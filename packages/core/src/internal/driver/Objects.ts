@@ -56,6 +56,7 @@ export class Objects {
               : error
           })
           if (entry.state === "failed") throw entry.error!
+          if (options.useObjectStore !== true) this.processes.requireSameHost(entry.transport, [entry.producer, "driver"])
           return { info: entry.info!, done }
         } catch (error) {
           done()
