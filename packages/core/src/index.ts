@@ -26,6 +26,7 @@ export {
   type ClusterInspection,
   type CollectiveGroup,
   type GroupOptions,
+  type HostInfo,
   type SpawnOptions,
   type StartOptions,
 } from "./Cluster.js"
