@@ -96,7 +96,7 @@ export class Hosts {
       },
       this.credentials.client,
     )
-    // Rejections are taken by the race below; a connection made after it gave up is closed.
+    // Raced only while the session opens; its end afterwards is told to `lost`.
     closed.catch(() => undefined)
     let gaveUp = false
     const opening = connecting.then(async (connection) => {
