@@ -161,16 +161,14 @@ export class TensorlaneNode {
     // for dead), which this end may not have noticed yet.
     previous?.end()
     const actors = new Set<ChildProcess>()
-    let silence: { readonly stop: () => void } | undefined
     const end = () => {
       if (this.sessions.get(clusterId)?.actors !== actors) return
       this.sessions.delete(clusterId)
-      silence?.stop()
+      watch.stop()
       connection.close()
       for (const child of actors) child.kill("SIGKILL")
     }
     const watch = watchSilence(end)
-    silence = watch
     const connection = new Connection(socket, {
       maxBodyBytes: 0,
       maxHeaderBytes: MAX_NODE_REQUEST_BYTES,
