@@ -98,6 +98,23 @@ describe.skipIf(unavailable !== undefined)("tensorlane bench --hosts and doctor 
     }
   })
 
+  it("reports Postgres letting the cluster's role in without TLS", async () => {
+    const hba = path.join(env.folder, "postgres", "data", "pg_hba.conf")
+    const strict = fs.readFileSync(hba, "utf8")
+    fs.appendFileSync(hba, `host ${env.config.postgres.database} ${env.config.postgres.user} ${env.subnet} scram-sha-256\n`)
+    await env.stopPostgres()
+    await env.startPostgres()
+    try {
+      const { code, report } = await doctor()
+      expect(report.postgres).toMatchObject({ ok: false, plainRefused: false, tls: "TLSv1.3", problem: expect.stringMatching(/without TLS/) })
+      expect(code).toBe(1)
+    } finally {
+      fs.writeFileSync(hba, strict)
+      await env.stopPostgres()
+      await env.startPostgres()
+    }
+  })
+
   it("reports a host cut off, and a host whose node is not running", async () => {
     env.linkDown("h2")
     try {
