@@ -1,7 +1,9 @@
 /** `tensorlane node` in the harness's hosts, for the tests of clusters across hosts. */
 import type { ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import type { Harness } from "./harness.ts"
+import { type Cluster, start } from "@tensorlane/core"
+import { afterAll, beforeAll } from "vitest"
+import { type Harness, type HarnessOptions, startHosts } from "./harness.ts"
 
 const CLI = fileURLToPath(new URL("../../packages/cli/dist/main.js", import.meta.url))
 
@@ -41,3 +43,42 @@ export const stopNode = async (node: RunningNode): Promise<void> => {
   await exited
 }
 
+
+/** The transports the drivers of these tests load: every method of the test actors names one of them. */
+export const HOST_TRANSPORTS = ["@tensorlane/transport-gloo", "@tensorlane/transport-nixl", "@tensorlane/symmetric-mem"]
+
+/** What `useHosts` makes before a file's tests: the harness, a node per host, and (with `transports`) a driver's cluster. */
+export interface Hosts {
+  env: Harness
+  readonly nodes: Map<string, RunningNode>
+  cluster: Cluster
+}
+
+/**
+ * Registers a test file's beforeAll/afterAll pair: the harness's hosts with a node on each and, when
+ * `transports` is given, a cluster of this process joined to them; all ended after the file's tests.
+ */
+export const useHosts = (options: HarnessOptions, transports?: ReadonlyArray<string>): Hosts => {
+  const hosts = { nodes: new Map<string, RunningNode>() } as Hosts
+  beforeAll(async () => {
+    hosts.env = await startHosts(options)
+    for (const node of await Promise.all(hosts.env.hosts.map((h) => startNode(hosts.env, h.name)))) hosts.nodes.set(node.name, node)
+    if (transports !== undefined) hosts.cluster = await start({ cluster: hosts.env.clusterFile, transports })
+  }, 120_000)
+  afterAll(async () => {
+    await hosts.cluster?.shutdown()
+    await Promise.all([...hosts.nodes.values()].map(stopNode))
+    await hosts.env?.teardown()
+  }, 60_000)
+  return hosts
+}
+
+/** Whether a process (of any namespace of the harness: they share the pid namespace) still runs. */
+export const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}

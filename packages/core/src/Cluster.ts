@@ -7,11 +7,13 @@
  * to the actors' transfer agents); this class wires them together and checks what users pass.
  */
 import { randomUUID } from "node:crypto"
+import * as dgram from "node:dgram"
+import { isIPv6 } from "node:net"
 import { join } from "node:path"
 import * as Tracer from "effect/Tracer"
 import type { ActorDefinition, ActorHandle } from "./Actor.js"
-import { type ClusterConfig, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
-import { type ActorDiedError, InvalidArgumentError, UnsupportedOperationError } from "./Errors.js"
+import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
+import { type ActorDiedError, InvalidArgumentError, TransferError, UnsupportedOperationError } from "./Errors.js"
 import type { GetOptions, PutOptions } from "./InActor.js"
 import { recordTransfer } from "./Metrics.js"
 import { ObjectRef, type RefTracker, requireOpen, requireUsableRef } from "./ObjectRef.js"
@@ -121,12 +123,13 @@ export class Cluster implements AsyncDisposable {
     const directory = new ObjectDirectory((entry) => cluster!.objects.free(entry))
     const tracker: RefTracker = { acquire: (id) => directory.acquire(id), release: (id) => directory.release(id), cluster: identity }
     const across = options.cluster === undefined ? undefined : driverCredentials(options.cluster, options.driver)
+    const address = across && (await addressToward(across.config.hosts[0]!))
     const dir = createClusterDir()
     const runtime = await ProcessRuntime.start({
       processId: "driver",
       cluster: identity,
       address: join(dir, "driver.sock"),
-      member: across && { config: across.config.file, member: across.credentials.identity },
+      member: across && { config: across.config.file, member: across.credentials.identity, address },
       transports: specifiers,
       parentPid: undefined,
       makeRef: (id) => new ObjectRef(id, tracker),
@@ -289,7 +292,7 @@ export class Cluster implements AsyncDisposable {
   /** An actor died: what it took part in fails, and every other process hears of it. */
   private onDeath(record: ActorRecord, died: ActorDiedError): void {
     this.dispatch.actorDied(record, died)
-    this.objects.actorDied(record.id, died)
+    this.objects.actorDied(record.id, died, record.process.host)
     this.agents.actorDied(record, died)
     this.groups.memberDied(record.id, died)
     this.runtime.peerDied(record.id)
@@ -312,6 +315,24 @@ const driverCredentials = (file: string, name: string | undefined): { config: Cl
   }
   return { config, credentials: tlsOptionsFor(config, driver) }
 }
+
+/**
+ * This machine's address toward a host (the source address of its route there): where the driver's
+ * agent serves what the driver puts to actors on the hosts. Connecting a UDP socket sends nothing.
+ */
+const addressToward = (host: ClusterHost): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const socket = dgram.createSocket(isIPv6(host.address) ? "udp6" : "udp4")
+    socket.once("error", (error) => {
+      socket.close()
+      reject(new TransferError({ message: `no route from this machine to host ${host.name} at ${host.address}: ${error.message}`, transport: "control" }))
+    })
+    socket.connect(host.port, host.address, () => {
+      const { address } = socket.address()
+      socket.close()
+      resolve(address)
+    })
+  })
 
 /** Placement on one machine: every actor is a child of the driver. */
 const onThisMachine = (options: SpawnOptions, count: number): Promise<Array<undefined>> => {

@@ -176,6 +176,16 @@ export class CrossHostError extends Schema.TaggedError<CrossHostError>()("CrossH
   hosts: Schema.Array(Schema.String),
 }) {}
 
+/**
+ * An object whose bytes were on a host of a cluster across hosts that died or was cut off: its
+ * producer is gone with the host (calls on the producer fail with ActorDiedError).
+ */
+export class ObjectLostError extends Schema.TaggedError<ObjectLostError>()("ObjectLostError", {
+  message: Schema.String,
+  objectId: Schema.String,
+  host: Schema.String,
+}) {}
+
 /** A typed error (a `Schema.TaggedError`): core's, or a package's own. */
 export interface TaggedError extends Error {
   readonly _tag: string
@@ -216,3 +226,4 @@ export type TensorlaneError =
   | ClusterConfigError
   | CertificateError
   | CrossHostError
+  | ObjectLostError

@@ -153,10 +153,14 @@ export class TensorlaneNode {
 
   /** A driver's session: pings answered; its end (closed, or silent) ends the driver's actors here. */
   private session(socket: tls.TLSSocket, driver: string, clusterId: string, unread: Buffer): void {
-    if (this.sessions.has(clusterId) || this.closed) {
+    const previous = this.sessions.get(clusterId)
+    if (this.closed || (previous !== undefined && previous.driver !== driver)) {
       socket.destroy()
       return
     }
+    // A driver opens a session again only once it took its previous one for over (its actors here
+    // for dead), which this end may not have noticed yet.
+    previous?.end()
     const actors = new Set<ChildProcess>()
     let silence: { readonly stop: () => void } | undefined
     const end = () => {

@@ -60,6 +60,8 @@ export type AgentCommand =
 export interface ClusterMember {
   readonly config: string
   readonly member: string
+  /** A driver's address toward the hosts (the config gives none): where its agent serves its puts. */
+  readonly address?: string
 }
 
 export interface AgentOptions {
@@ -67,7 +69,7 @@ export interface AgentOptions {
   /** Where it listens: a Unix socket path; on a host of a cluster across hosts, that host's address under mutual TLS. */
   readonly address: string
   /** Set on a host of a cluster across hosts: the agent listens on the host's address under mutual TLS. */
-  readonly cluster: ClusterMember | undefined
+  readonly cluster?: ClusterMember
   readonly transports: ReadonlyArray<string>
   /** Actors end their own process when their parent is gone, even with a busy main thread. */
   readonly parentPid: number | undefined
@@ -122,10 +124,9 @@ export class Agent {
     const cluster = this.options.cluster
     const config = cluster === undefined ? undefined : loadClusterConfig(cluster.config)
     const credentials = config === undefined ? undefined : tlsOptionsFor(config, cluster!.member)
-    const host = config?.hosts.find((h) => h.name === cluster!.member)
+    const listenOn = config?.hosts.find((h) => h.name === cluster!.member)?.address ?? cluster?.address
     if (credentials !== undefined) this.fetches = new Fetches(credentials.client)
-    if (credentials === undefined || host === undefined) {
-      // The driver's agent (a driver has no address in the config) listens on this machine only.
+    if (credentials === undefined || listenOn === undefined) {
       fs.rmSync(this.options.address, { force: true })
       await this.listen(this.options.address)
       this.address = this.options.address
@@ -140,8 +141,8 @@ export class Agent {
         }
         this.accept(socket)
       })
-      await this.listen({ host: host.address, port: 0 })
-      this.address = tlsAddress({ member: host.name, host: host.address, port: (this.server.address() as net.AddressInfo).port })
+      await this.listen({ host: listenOn, port: 0 })
+      this.address = tlsAddress({ member: credentials.identity, host: listenOn, port: (this.server.address() as net.AddressInfo).port })
     }
     const parentPid = this.options.parentPid
     if (parentPid !== undefined) {

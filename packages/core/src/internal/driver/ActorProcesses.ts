@@ -149,6 +149,13 @@ const checkCount = (count: unknown): number => {
   return count
 }
 
+/** Where an actor runs, as words that follow its id: "" on the driver's machine. */
+const onHost = (host: string | undefined): string => (host === undefined ? "" : ` on host ${host}`)
+
+/** The error of a request to an actor already dead. */
+export const dead = (record: ActorRecord): ActorDiedError =>
+  new ActorDiedError({ message: `actor ${record.id}${onHost(record.process.host)} is dead`, actor: record.id })
+
 const closedWhileStarting = (records: ReadonlyArray<{ readonly id: string }>): ClusterClosedError =>
   new ClusterClosedError({ message: `the cluster was shut down before ${records.map((r) => r.id).join(", ")} had started` })
 
@@ -233,7 +240,7 @@ export class ActorProcesses {
     this.nextActor.set(definition.name, n + 1)
     const id = `${definition.name}-${n}`
     const child = this.launcher({ id, definition, index, flags, env, host })
-    const on = host === undefined ? "" : ` on host ${host}`
+    const on = onHost(host)
     let record!: ActorRecord
     const whenReady = new Promise<void>((resolve, reject) => {
       let ready = false
@@ -319,7 +326,7 @@ export class ActorProcesses {
     replyTag: T,
     timeout?: { readonly ms: number; readonly timedOut: () => Error },
   ): Promise<Extract<ControlReply, { _tag: T }>> {
-    if (!record.alive) return Promise.reject(new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id }))
+    if (!record.alive) return Promise.reject(dead(record))
     const reply = this.requests.request((reqId) => record.control.send(message(reqId)), { peer: record.id, ...(timeout ? { timeout } : {}) })
     return reply.then((r) => {
       if (r._tag !== replyTag) throw new ProtocolError({ message: `${record.id} answered a request of the driver with ${r._tag}, not ${replyTag}` })
@@ -391,8 +398,7 @@ export class ActorProcesses {
     if (!record.alive) return
     record.alive = false
     const how = error ? `: ${error.message}` : (exit ?? "")
-    const on = record.process.host === undefined ? "" : ` on host ${record.process.host}`
-    const died = new ActorDiedError({ message: `actor ${record.id}${on} died${how}`, actor: record.id })
+    const died = new ActorDiedError({ message: `actor ${record.id}${onHost(record.process.host)} died${how}`, actor: record.id })
     if (!this.driver.identity.closed) record.process.kill()
     this.requests.failPeer(record.id, died)
     this.events.died(record, died)

@@ -9,7 +9,8 @@ import { describe } from "../arguments.js"
 import { type Connection, connect, decoded, openSocket, tlsAddress } from "../connection.js"
 import { writeFrame } from "../frame.js"
 import { type FromNode, type HostInfo, MAX_NODE_REQUEST_BYTES, type ToNode, decodeFromNode } from "../messages.js"
-import { PING_INTERVAL_MS, watchSilence } from "../node/liveness.js"
+import { PING_INTERVAL_MS, SILENCE_LIMIT_MS, watchSilence } from "../node/liveness.js"
+import { firstFailure } from "../waits.js"
 import type { ActorProcess, ProcessLauncher, SpawnOptions } from "./ActorProcesses.js"
 
 /** How long a node has to answer a session's opening: a node that does not is taken for down. */
@@ -59,61 +60,68 @@ export class Hosts {
     return session
   }
 
+  /**
+   * Opens a session: connects, says which cluster it is for, and waits for the node's answer, all
+   * within SESSION_OPEN_TIMEOUT_MS (a host cut off would leave a TCP connect waiting for minutes).
+   * Then pings it; its end (closed, or silent) tells `lost`.
+   */
   private async open(host: ClusterHost): Promise<Session> {
-    let opened!: (info: HostInfo) => void
-    let failed!: (error: Error) => void
-    const info = new Promise<HostInfo>((resolve, reject) => {
-      opened = resolve
-      failed = reject
-    })
-    // Awaited only once connected: a connection that fails first rejects the open by itself.
-    info.catch(() => undefined)
+    let answered!: (info: HostInfo) => void
+    let ended!: (error: Error) => void
+    const info = new Promise<HostInfo>((resolve) => (answered = resolve))
+    const closed = new Promise<never>((_, reject) => (ended = reject))
+    let silence: { readonly heard: () => void; readonly stop: () => void } | undefined
     let pinger: NodeJS.Timeout | undefined
-    const silence = watchSilence(() => connection.then((c) => c.close(new Error(`no answer from its node for ${PING_INTERVAL_MS * 3} ms`))))
-    const end = (reason: string) => {
-      clearInterval(pinger)
-      silence.stop()
-      failed(new TransferError({ message: `host ${host.name}'s node at ${host.address}:${host.port} did not open a session: ${reason}`, transport: "control" }))
-      if (this.sessions.has(host.name)) {
-        this.sessions.delete(host.name)
-        this.lost(host.name, reason)
-      }
-    }
-    const connection = connect(
+    let established = false
+    const connecting = connect(
       nodeAddress(host),
       {
         maxBodyBytes: 0,
         peerMaxHeaderBytes: MAX_NODE_REQUEST_BYTES,
         onFrame: decoded(decodeFromNode, (message: FromNode) => {
-          silence.heard()
-          if (message._tag === "SessionOpened") opened(message.info)
+          silence?.heard()
+          if (message._tag === "SessionOpened") answered(message.info)
         }),
-        onClose: (error) => end(error?.message ?? "its connection closed"),
+        onClose: (error) => {
+          const reason = error?.message ?? "its connection closed"
+          clearInterval(pinger)
+          silence?.stop()
+          ended(new TransferError({ message: `host ${host.name}'s node at ${host.address}:${host.port} ended the session: ${reason}`, transport: "control" }))
+          // One that never opened has no actors, and its failure is its opening's; another may be open now.
+          if (established) {
+            this.sessions.delete(host.name)
+            this.lost(host.name, reason)
+          }
+        },
       },
       this.credentials.client,
     )
-    const c = await connection.catch((error: Error) => {
-      silence.stop()
-      throw error
+    // Rejections are taken by the race below; a connection made after it gave up is closed.
+    closed.catch(() => undefined)
+    let gaveUp = false
+    const opening = connecting.then(async (connection) => {
+      // A connection made after this opening gave up must not open a session: a later one may be open.
+      if (gaveUp) throw new TransferError({ message: `host ${host.name}'s node was reached too late`, transport: "control" })
+      connection.send({ _tag: "Session", clusterId: this.clusterId } satisfies ToNode)
+      return { info: await Promise.race([info, closed]), connection }
     })
-    c.send({ _tag: "Session", clusterId: this.clusterId } satisfies ToNode)
-    pinger = setInterval(() => c.send({ _tag: "Ping" } satisfies ToNode), PING_INTERVAL_MS)
-    pinger.unref()
-    let timer: NodeJS.Timeout | undefined
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new TimeoutError({ message: `host ${host.name}'s node did not answer within ${SESSION_OPEN_TIMEOUT_MS} ms`, timeoutMs: SESSION_OPEN_TIMEOUT_MS })),
-        SESSION_OPEN_TIMEOUT_MS,
-      )
-    })
-    try {
-      return { info: await Promise.race([info, timedOut]), connection: c }
-    } catch (error) {
-      c.close()
-      throw error
-    } finally {
-      clearTimeout(timer)
+    const timedOut = () =>
+      new TimeoutError({
+        message: `host ${host.name}'s node at ${host.address}:${host.port} did not answer within ${SESSION_OPEN_TIMEOUT_MS} ms`,
+        timeoutMs: SESSION_OPEN_TIMEOUT_MS,
+      })
+    const failure = await firstFailure([opening], SESSION_OPEN_TIMEOUT_MS, timedOut)
+    if (failure !== undefined) {
+      gaveUp = true
+      connecting.then((c) => c.close(), () => undefined)
+      throw failure
     }
+    const session = await opening
+    established = true
+    silence = watchSilence(() => session.connection.close(new Error(`no answer from its node for ${SILENCE_LIMIT_MS} ms`)))
+    pinger = setInterval(() => session.connection.send({ _tag: "Ping" } satisfies ToNode), PING_INTERVAL_MS)
+    pinger.unref()
+    return session
   }
 
   /** The hosts whose nodes answer, in the config's order, with what their nodes report. */
