@@ -7,12 +7,12 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { BenchResult } from "../../packages/cli/src/Bench.ts"
 import type { ClusterDoctorReport } from "../../packages/cli/src/ClusterDoctor.ts"
 import { tensorlane } from "../../packages/cli/test/cli.ts"
-import { type Harness, harnessUnavailable, startHosts } from "./harness.ts"
-import { type RunningNode, startNode, stopNode } from "./nodes.ts"
+import { type Harness, harnessUnavailable } from "./harness.ts"
+import { stopNode, useHosts } from "./nodes.ts"
 
 const unavailable = harnessUnavailable()
 if (unavailable !== undefined) console.warn(`skipping the tests of bench --hosts and doctor --cluster: ${unavailable}`)
@@ -24,15 +24,10 @@ interface Doctor {
 }
 
 describe.skipIf(unavailable !== undefined)("tensorlane bench --hosts and doctor --cluster", () => {
+  const hosts = useHosts({ hosts: 2 })
   let env: Harness
-  let nodes: Array<RunningNode> = []
-  beforeAll(async () => {
-    env = await startHosts({ hosts: 2 })
-    nodes = await Promise.all(env.hosts.map((h) => startNode(env, h.name)))
-  }, 120_000)
-  afterAll(async () => {
-    await Promise.all(nodes.map(stopNode))
-    await env?.teardown()
+  beforeAll(() => {
+    env = hosts.env
   })
 
   it("runs gloo from h1 to h2 next to a raw TCP stream between them, with its share against the bar", async () => {
@@ -125,7 +120,7 @@ describe.skipIf(unavailable !== undefined)("tensorlane bench --hosts and doctor 
     } finally {
       env.linkUp("h2")
     }
-    await stopNode(nodes[1]!)
+    await stopNode(hosts.nodes.get("h2")!)
     const { report } = await doctor()
     expect(report.hosts[1]).toMatchObject({ name: "h2", ok: false, problem: expect.stringMatching(/ECONNREFUSED/) })
   })
