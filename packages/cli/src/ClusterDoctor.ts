@@ -8,13 +8,11 @@
 import { X509Certificate } from "node:crypto"
 import * as tls from "node:tls"
 import { PgClient } from "@effect/sql-pg"
-import { type Cluster, type ClusterConfig, loadClusterConfig, tlsOptionsFor } from "@tensorlane/core"
+import { type ClusterConfig, type HostInfo, loadClusterConfig, tlsOptionsFor } from "@tensorlane/core"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { UsageError } from "./Errors.js"
-
-type HostInfo = Awaited<ReturnType<Cluster["hosts"]>>[number]
 
 /** How long each check waits for an answer. */
 const CHECK_TIMEOUT_MS = 5_000
