@@ -18,8 +18,10 @@ need_node() {
 need_node
 
 # System libraries of the native transports and the tools that build and bundle them (Debian packages;
-# root or sudo): patchelf gives the platform packages their $ORIGIN RUNPATH.
-system_packages=(libgloo-dev cmake g++ make patchelf)
+# root or sudo): patchelf gives the platform packages their $ORIGIN RUNPATH. The multi-host tests
+# (test/multihost) also need iproute2 (hosts as network namespaces) and postgresql (a server that
+# each test starts in a temporary folder); the quick start uses neither.
+system_packages=(libgloo-dev cmake g++ make patchelf iproute2 postgresql)
 missing=()
 for package in "${system_packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -28,6 +30,11 @@ if ((${#missing[@]} > 0)); then
   sudo_cmd=""
   [[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
   echo "installing ${missing[*]} from Debian's packages"
+  # Only the server's programs: no system-wide cluster and service that would listen on port 5432.
+  if [[ " ${missing[*]} " == *" postgresql "* ]]; then
+    $sudo_cmd mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false" | $sudo_cmd tee /etc/postgresql-common/createcluster.d/tensorlane.conf >/dev/null
+  fi
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi

@@ -7,9 +7,9 @@
  * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows).
  */
 import * as os from "node:os"
-import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
+import type { Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
-import { BenchTransportError } from "./Errors.js"
+import { BenchTransportError, UsageError } from "./Errors.js"
 import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
@@ -30,6 +30,18 @@ export interface BenchOptions {
   readonly minTimeMs: number
   /** Extra environment of each actor process (a transport's settings, such as TENSORLANE_GLOO_DEVICE_CPUS). */
   readonly actorEnv: ActorEnv
+  /**
+   * A run across hosts: the producer on one host of the cluster config, the consumer on another,
+   * and the TCP limit a raw stream between those two hosts (the driver's machine only submits).
+   */
+  readonly across?: AcrossHosts
+}
+
+export interface AcrossHosts {
+  readonly cluster: string
+  readonly driver?: string
+  readonly producer: string
+  readonly consumer: string
 }
 
 export interface ActorEnv {
@@ -99,6 +111,8 @@ export interface BenchResult {
   readonly limits: ReadonlyArray<BenchLimits>
   readonly rows: ReadonlyArray<BenchRow>
   readonly cold: ReadonlyArray<ColdRow>
+  /** The hosts of a run across hosts, with their addresses; `tcpMs` is then the stream between them. */
+  readonly across?: { readonly producer: string; readonly producerAddress: string; readonly consumer: string; readonly consumerAddress: string }
 }
 
 /** Where the run is: steps done out of the total, and the one just done. */
@@ -208,22 +222,41 @@ export const timeScenario = async (cluster: Cluster, scenario: Scenario, onRun: 
 }
 
 export const runBench = async (options: BenchOptions, progress: Progress = () => {}): Promise<BenchResult> => {
-  const { transports, modules } = await resolveTransports(options)
+  // Across hosts, by default the transport between hosts that every host has: gloo.
+  const { transports, modules } = await resolveTransports(options.across !== undefined && options.transports === undefined ? { ...options, transports: ["gloo"] } : options)
   const { sizes, loops, repeats, warmups, minTimeMs } = options
   // Loaded only now: `doctor` and argument errors work without core's runtime.
-  const { start, transferSpanName } = await import("@tensorlane/core")
+  const { loadClusterConfig, start, transferSpanName } = await import("@tensorlane/core")
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
-  const total = sizes.length * ((transports.includes("gloo") ? 4 : 2) + transports.length * (warmups + COLD_CALLS) + transports.length * loops.length * repeats)
+  const across = options.across === undefined ? undefined : placement(options.across, loadClusterConfig(options.across.cluster))
+  // Raw Gloo is a pair on this machine: no limit of a run across hosts.
+  const withRawGloo = transports.includes("gloo") && across === undefined
+  const total = sizes.length * ((withRawGloo ? 4 : 2) + transports.length * (warmups + COLD_CALLS) + transports.length * loops.length * repeats)
   let done = 0
   const step = (label: string) => progress(++done, total, label)
   const transferClock = makeTransferClock(transferSpanName)
 
-  /** A fresh cluster with the producer and the consumer, in a group of each transport that needs one: `use` runs on it, then it shuts down. */
-  const withPair = async <A>(use: (cluster: Cluster, scenarioOf: (transport: string, bytes: number, loop: Loop) => Scenario) => Promise<A>): Promise<A> => {
-    const cluster = await start({ transports: [...modules], tracer: transferClock.tracer })
+  /**
+   * A fresh cluster with the producer and the consumer, in a group of each transport that needs one:
+   * `use` runs on it, then it shuts down. `tcpMs`: the TCP limit, over loopback here, or a raw stream
+   * from the producer's host to the consumer's.
+   */
+  const withPair = async <A>(
+    use: (cluster: Cluster, scenarioOf: (transport: string, bytes: number, loop: Loop) => Scenario, tcpMs: (bytes: number) => Promise<number>) => Promise<A>,
+  ): Promise<A> => {
+    const cluster = await start({
+      transports: [...modules],
+      tracer: transferClock.tracer,
+      ...(options.across !== undefined ? { cluster: options.across.cluster, ...(options.across.driver !== undefined ? { driver: options.across.driver } : {}) } : {}),
+    })
     try {
-      const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer })
-      const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer })
+      const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer, ...(across ? { host: across.producer } : {}) })
+      const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer, ...(across ? { host: across.consumer } : {}) })
+      const tcpMs = async (bytes: number): Promise<number> => {
+        if (across === undefined) return tcpLoopbackMs(bytes, repeats, warmups)
+        const port = await cluster.get(consumer.tcpSink(across.consumerAddress, bytes))
+        return cluster.get(producer.tcpStreamMs(across.consumerAddress, port, bytes, repeats, warmups))
+      }
       const groups = []
       for (const transport of transports) {
         if (cluster.runtime.transport(transport).capabilities.needsGroup) {
@@ -239,7 +272,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         repeats,
         warmups: 0,
         minTimeMs,
-      }))
+      }), tcpMs)
       for (const group of groups) await group.destroy()
       return result
     } finally {
@@ -263,16 +296,16 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
 
   // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
   // connected pair for the run, measured just before and just after each size's gloo cells (rawAround).
-  const rawGloo = transports.includes("gloo") ? await openRawGloo(warmups) : undefined
+  const rawGloo = withRawGloo ? await openRawGloo(warmups) : undefined
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
   try {
-    await withPair(async (cluster, scenarioOf) => {
+    await withPair(async (cluster, scenarioOf, tcpMs) => {
       for (const bytes of sizes) {
         const memcpy = memcpyMs(bytes, repeats, warmups)
         step(`memcpy ${formatSize(bytes)}`)
-        const tcp = await tcpLoopbackMs(bytes, repeats, warmups)
-        step(`TCP loopback ${formatSize(bytes)}`)
+        const tcp = await tcpMs(bytes)
+        step(`TCP ${across ? `${across.producer} -> ${across.consumer}` : "loopback"} ${formatSize(bytes)}`)
         // Warm-ups run before the first timed run of the size, one per transport in turn: each
         // transport's `warmups`, and more rounds until the size has been made STEADY_CALLS times. The
         // actors' host memory grows into a new size over its first calls (core's HostMemoryCache lets
@@ -354,5 +387,17 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     limits,
     rows,
     cold,
+    ...(across !== undefined ? { across } : {}),
   }
+}
+
+/** The two hosts of a run across hosts, checked against the config, with their addresses. */
+const placement = (across: AcrossHosts, config: ClusterConfig) => {
+  const address = (name: string) => {
+    const host = config.hosts.find((h) => h.name === name)
+    if (host === undefined) throw new UsageError({ message: `--hosts: ${name} is not a host of ${config.file} (its hosts: ${config.hosts.map((h) => h.name).join(", ")})` })
+    return host.address
+  }
+  if (across.producer === across.consumer) throw new UsageError({ message: `--hosts: two different hosts are needed, got ${across.producer} twice` })
+  return { producer: across.producer, producerAddress: address(across.producer), consumer: across.consumer, consumerAddress: address(across.consumer) }
 }

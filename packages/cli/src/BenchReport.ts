@@ -5,6 +5,12 @@ import { formatSize } from "./Sizes.js"
 const fixed = (x: number, digits = 2): string => x.toFixed(digits)
 const percent = (ratio: number): string => `${(ratio * 100).toFixed(1)}%`
 
+/** The share of a raw TCP stream between the same two hosts that a transport across hosts is to reach, at the largest size. */
+export const ACROSS_HOSTS_BAR = 0.7
+
+/** What the TCP limit of a run is: loopback, or the stream between its two hosts. */
+export const tcpLabel = (result: BenchResult): string => (result.across ? `TCP ${result.across.producer} -> ${result.across.consumer}` : "TCP loopback")
+
 export const formatTable = (result: BenchResult): string => {
   const limits = new Map(result.limits.map((l) => [l.bytes, l]))
   const runs = result.rows.map((r) => r.samplesMs.length)
@@ -16,7 +22,7 @@ export const formatTable = (result: BenchResult): string => {
     Object.entries(result.actorEnv[role]).map(([name, value]) => `; ${role} ${name}=${value}`).join("")
   const lines = [
     `tensorlane bench: ${timed} after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}${env("producer")}${env("consumer")}`,
-    "| transport | loop | size | median ms | runs > 2x median | transfer ms | GB/s | memcpy ms | vs memcpy | TCP loopback ms | vs TCP | raw Gloo ms | vs raw Gloo |",
+    `| transport | loop | size | median ms | runs > 2x median | transfer ms | GB/s | memcpy ms | vs memcpy | ${tcpLabel(result)} ms | vs TCP | raw Gloo ms | vs raw Gloo |`,
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for (const r of result.rows) {
@@ -37,6 +43,14 @@ export const formatTable = (result: BenchResult): string => {
       const warm = result.rows.find((r) => r.transport === c.transport && r.bytes === c.bytes && r.loop === "natural") ?? result.rows.find((r) => r.transport === c.transport && r.bytes === c.bytes)
       lines.push(
         `| ${c.transport} | ${formatSize(c.bytes)} | ${fixed(c.samplesMs[0])} | ${fixed(c.medianMs)} | ${fixed(Math.max(...c.samplesMs))} | ${warm !== undefined ? fixed(warm.medianMs) : ""} |`,
+      )
+    }
+  }
+  if (result.across !== undefined) {
+    const largest = Math.max(...result.sizes)
+    for (const r of result.rows.filter((row) => row.bytes === largest)) {
+      lines.push(
+        `${r.transport} ${result.across.producer} -> ${result.across.consumer} at ${formatSize(largest)}: ${percent(r.tcpRatio)} of a raw TCP stream between the same hosts (bar ${percent(ACROSS_HOSTS_BAR)}: ${r.tcpRatio >= ACROSS_HOSTS_BAR ? "met" : "NOT met"})`,
       )
     }
   }

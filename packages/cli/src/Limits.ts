@@ -1,4 +1,7 @@
-/** The limits a transfer is compared with, measured in the same run: a single-thread memcpy and TCP loopback. */
+/**
+ * The limits a transfer is compared with, measured in the same run: a single-thread memcpy and a TCP
+ * stream (over loopback, or between two hosts' actors for a run across hosts).
+ */
 import { fork } from "node:child_process"
 import * as net from "node:net"
 import { fileURLToPath } from "node:url"
@@ -22,15 +25,25 @@ export const memcpyMs = (bytes: number, repeats: number, warmups: number): numbe
   return median(times)
 }
 
-/** Milliseconds of a one-way send to another process over TCP loopback, until it acknowledges the last byte; median. */
-export const tcpLoopbackMs = async (bytes: number, repeats: number, warmups: number): Promise<number> => {
-  const sink = fork(fileURLToPath(new URL("./internal/TcpSink.js", import.meta.url)), [String(bytes)])
+/** A forked process that receives messages of `bytes` on `host` and acknowledges each with one byte; its port. */
+export const startTcpSink = async (bytes: number, host: string): Promise<{ readonly port: number; readonly close: () => void }> => {
+  const sink = fork(fileURLToPath(new URL("./internal/TcpSink.js", import.meta.url)), [String(bytes), host])
   try {
     const port = await new Promise<number>((resolve, reject) => {
       sink.once("message", (message) => resolve(message as number))
       sink.once("exit", (code) => reject(new Error(`the TCP sink exited with code ${code} before listening`)))
     })
-    const socket = net.connect({ host: "127.0.0.1", port })
+    return { port, close: () => sink.kill() }
+  } catch (error) {
+    sink.kill()
+    throw error
+  }
+}
+
+/** Milliseconds of a one-way send of `bytes` to the sink at `host`:`port`, until it acknowledges the last byte; median. */
+export const tcpStreamMs = async (host: string, port: number, bytes: number, repeats: number, warmups: number): Promise<number> => {
+  const socket = net.connect({ host, port })
+  try {
     await new Promise<void>((resolve, reject) => {
       socket.once("connect", resolve)
       socket.once("error", reject)
@@ -45,9 +58,18 @@ export const tcpLoopbackMs = async (bytes: number, repeats: number, warmups: num
       await acked
       if (i >= warmups) times.push(performance.now() - t0)
     }
-    socket.destroy()
     return median(times)
   } finally {
-    sink.kill()
+    socket.destroy()
+  }
+}
+
+/** Milliseconds of a one-way send to another process over TCP loopback, until it acknowledges the last byte; median. */
+export const tcpLoopbackMs = async (bytes: number, repeats: number, warmups: number): Promise<number> => {
+  const sink = await startTcpSink(bytes, "127.0.0.1")
+  try {
+    return await tcpStreamMs("127.0.0.1", sink.port, bytes, repeats, warmups)
+  } finally {
+    sink.close()
   }
 }

@@ -4,6 +4,7 @@
  */
 import type { BenchResult } from "./Bench.js"
 import { gbps } from "./Bench.js"
+import { tcpLabel } from "./BenchReport.js"
 import { formatSize } from "./Sizes.js"
 
 const WIDTH = 800
@@ -46,7 +47,7 @@ const seriesOf = (result: BenchResult): ReadonlyArray<Series> => {
   const limitOf = (bytes: number) => result.limits.find((l) => l.bytes === bytes)
   const limits = [
     limit("memcpy", LIMIT_COLORS[0], (b) => limitOf(b)?.memcpyMs),
-    limit("TCP loopback", LIMIT_COLORS[1], (b) => limitOf(b)?.tcpMs),
+    limit(tcpLabel(result), LIMIT_COLORS[1], (b) => limitOf(b)?.tcpMs),
     limit("raw Gloo", LIMIT_COLORS[2], (b) => limitOf(b)?.rawGlooMs),
   ].filter((s) => s.values.some((v) => v !== undefined))
   return [...transports, ...limits]

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 /**
- * The tensorlane command: `doctor`, `bench`, `build` and `install` (USAGE says what each does).
- * Errors of the command line and of a build print `<_tag>: <message>` and exit with 2; those of an
- * install print the same and exit with 1.
+ * The tensorlane command: `doctor`, `bench`, `build`, `install`, `cluster init` and `node` (USAGE
+ * says what each does). Errors of the command line and of a build print `<_tag>: <message>` and exit
+ * with 2; those of an install, a cluster config or a certificate print the same and exit with 1.
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
+import { CertificateError, ClusterConfigError, startNode } from "@tensorlane/core"
 import { libraryCacheDir } from "@tensorlane/core/native"
 import { LOOPS, type Loop, runBench } from "./Bench.js"
 import { formatTable } from "./BenchReport.js"
@@ -19,8 +20,21 @@ import { parseSizes } from "./Sizes.js"
 import { renderSvg } from "./SvgChart.js"
 
 const USAGE = `usage:
+  tensorlane cluster init --hosts <name=address[@interface],...> --out <folder> [--drivers driver] [--name tensorlane]
+                          [--port 7400] [--interface eth0] [--postgres <host[:port]>] [--database tensorlane]
+                          [--user tensorlane] [--days 365]
+      writes a cluster into a new folder: cluster.json, the cluster's CA (ca.key stays with you), a
+      certificate and key per host (naming its name and address) and per driver, the Postgres
+      server's certificate and password (postgres/); --postgres defaults to the first host's address
+  tensorlane node --config <cluster.json> --name <host>
+      runs the node of a host of a cluster across hosts: listens on the host's address under mutual
+      TLS and starts the actors that drivers place on the host; SIGTERM or SIGINT ends it and them
   tensorlane doctor [--json]
       every transport with its state, library versions and locations, the UCX transports NIXL sees
+  tensorlane doctor --cluster <cluster.json> [--driver <name>] [--json]
+      checks a cluster across hosts as that driver (default the config's first): Postgres (TLS under
+      the cluster's CA, the cluster's role, no entry without TLS), every host's node (mutual TLS, its
+      certificate's dates, what it reports: CPUs, memory, GPUs, transports); exits with 1 on a problem
   tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
                    [--loops released,natural] [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>]
                    [--json <file>] [--svg <file>] [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
@@ -41,7 +55,12 @@ const USAGE = `usage:
       https, checks their sha256 and unpacks the libraries and their licence files into
       <folder>/<wheel>-<version> (default: \${XDG_CACHE_HOME:-~/.cache}/tensorlane/libraries, where
       the loaders look); a wheel installed there already is not fetched again; --from: a folder
-      holding the wheel files, used instead of downloading them (a machine offline)`
+      holding the wheel files, used instead of downloading them (a machine offline)
+  tensorlane bench --hosts <producer,consumer> --cluster <cluster.json> [--driver <name>] [options above]
+      the same across two hosts of a cluster (their nodes running): the producer on the first host,
+      the consumer on the second, next to a raw TCP stream between the same two hosts measured in
+      the same run; default transport gloo; prints each transport's share of that stream at the
+      largest size against the bar of 70%`
 
 const count = (name: string, text: string, min: number): number => {
   const n = Number(text)
@@ -81,10 +100,18 @@ const usage = <A>(parse: () => A): A => {
   }
 }
 
-const doctor = async (args: ReadonlyArray<string>): Promise<void> => {
-  const { values } = usage(() => parseArgs({ args: [...args], options: { json: { type: "boolean" } } }))
+const doctor = async (args: ReadonlyArray<string>): Promise<number> => {
+  const { values } = usage(() => parseArgs({ args: [...args], options: { json: { type: "boolean" }, cluster: { type: "string" }, driver: { type: "string" } } }))
+  if (values.cluster !== undefined) {
+    const { formatClusterDoctor, runClusterDoctor } = await import("./ClusterDoctor.js")
+    const report = await runClusterDoctor(values.cluster, values.driver)
+    console.log(values.json === true ? JSON.stringify(report, null, 2) : formatClusterDoctor(report))
+    return report.ok ? 0 : 1
+  }
+  if (values.driver !== undefined) throw new UsageError({ message: `--driver goes with --cluster\n${USAGE}` })
   const report = await runDoctor()
   console.log(values.json === true ? JSON.stringify(report, null, 2) : formatDoctor(report))
+  return 0
 }
 
 const bench = async (args: ReadonlyArray<string>): Promise<void> => {
@@ -103,9 +130,16 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
         svg: { type: "string" },
         "producer-env": { type: "string", multiple: true },
         "consumer-env": { type: "string", multiple: true },
+        hosts: { type: "string" },
+        cluster: { type: "string" },
+        driver: { type: "string" },
       },
     }),
   )
+  const hosts = list(values.hosts)
+  if ((hosts === undefined) !== (values.cluster === undefined)) throw new UsageError({ message: `--hosts and --cluster go together\n${USAGE}` })
+  if (hosts !== undefined && hosts.length !== 2) throw new UsageError({ message: `--hosts ${values.hosts}: two hosts are needed, producer,consumer` })
+  if (values.driver !== undefined && hosts === undefined) throw new UsageError({ message: `--driver goes with --hosts and --cluster\n${USAGE}` })
   const options = {
     transports: list(values.transports),
     modules: list(values.modules) ?? [],
@@ -115,6 +149,9 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
     warmups: count("warmups", values.warmups, 0),
     minTimeMs: count("min-time-ms", values["min-time-ms"], 0),
     actorEnv: { producer: environment("producer-env", values["producer-env"]), consumer: environment("consumer-env", values["consumer-env"]) },
+    ...(hosts !== undefined && values.cluster !== undefined
+      ? { across: { cluster: values.cluster, producer: hosts[0]!, consumer: hosts[1]!, ...(values.driver !== undefined ? { driver: values.driver } : {}) } }
+      : {}),
   }
   const bar = progressBar()
   let result
@@ -153,12 +190,77 @@ const install = async (args: ReadonlyArray<string>): Promise<void> => {
   }
 }
 
-const main = async (argv: ReadonlyArray<string>): Promise<void> => {
+/** `name=address[@interface]`: a host of `cluster init`. */
+const hostSpec = (item: string, fallbackInterface: string) => {
+  const match = /^([^=]+)=([^@]+)(?:@(.+))?$/.exec(item)
+  if (match === null) throw new UsageError({ message: `--hosts ${item}: name=address[@interface] is needed, like h1=10.0.0.11@eth0` })
+  return { name: match[1]!, address: match[2]!, interface: match[3] ?? fallbackInterface }
+}
+
+/** `host[:port]`, a bracketed IPv6 address for a host with a port. */
+const endpoint = (text: string, fallbackPort: number) => {
+  const match = /^(?:\[([^\]]+)\]|([^:]+))(?::(\d+))?$/.exec(text)
+  if (match === null) return { host: text, port: fallbackPort }
+  return { host: match[1] ?? match[2]!, port: match[3] === undefined ? fallbackPort : count("postgres", match[3], 1) }
+}
+
+const cluster = async (args: ReadonlyArray<string>): Promise<void> => {
+  const [subcommand, ...rest] = args
+  if (subcommand !== "init") throw new UsageError({ message: `unknown cluster command "${subcommand ?? ""}"\n${USAGE}` })
+  const { values } = usage(() =>
+    parseArgs({
+      args: rest,
+      options: {
+        hosts: { type: "string" },
+        drivers: { type: "string", default: "driver" },
+        out: { type: "string" },
+        name: { type: "string", default: "tensorlane" },
+        port: { type: "string", default: "7400" },
+        interface: { type: "string", default: "eth0" },
+        postgres: { type: "string" },
+        database: { type: "string", default: "tensorlane" },
+        user: { type: "string", default: "tensorlane" },
+        days: { type: "string", default: "365" },
+      },
+    }),
+  )
+  if (values.hosts === undefined || values.out === undefined) throw new UsageError({ message: `cluster init needs --hosts and --out\n${USAGE}` })
+  const hosts = (list(values.hosts) ?? []).map((item) => hostSpec(item, values.interface))
+  const { initCluster } = await import("./ClusterInit.js")
+  const config = await initCluster({
+    out: values.out,
+    name: values.name,
+    hosts,
+    drivers: list(values.drivers) ?? [],
+    port: count("port", values.port, 1),
+    postgres: { ...endpoint(values.postgres ?? hosts[0]?.address ?? "", 5432), database: values.database, user: values.user },
+    days: count("days", values.days, 1),
+  })
+  console.log(`wrote cluster ${config.name} to ${config.file}: ${config.hosts.length} hosts, ${config.drivers.length} drivers, certificates valid until ${config.hosts[0]!.validTo.toISOString()}`)
+}
+
+const node = async (args: ReadonlyArray<string>): Promise<void> => {
+  const { values } = usage(() => parseArgs({ args: [...args], options: { config: { type: "string" }, name: { type: "string" } } }))
+  if (values.config === undefined || values.name === undefined) throw new UsageError({ message: `node needs --config and --name\n${USAGE}` })
+  const running = await startNode({ config: values.config, name: values.name })
+  console.log(`tensorlane node ${running.host.name} listening on ${running.host.address}:${running.host.port}`)
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once("SIGTERM", () => resolve("SIGTERM"))
+    process.once("SIGINT", () => resolve("SIGINT"))
+  })
+  await running.close()
+  console.log(`tensorlane node ${running.host.name} ended (${signal})`)
+}
+
+/** Runs the command; its exit code (0 unless it says otherwise). */
+const main = async (argv: ReadonlyArray<string>): Promise<number | void> => {
   const [command, ...rest] = argv
   if (command === "doctor") return doctor(rest)
   if (command === "bench") return bench(rest)
   if (command === "build") return build(rest)
   if (command === "install") return install(rest)
+  if (command === "cluster") return cluster(rest)
+  if (command === "node") return node(rest)
   if (command === undefined || command === "help" || command === "--help" || command === "-h") {
     console.log(USAGE)
     return
@@ -168,13 +270,14 @@ const main = async (argv: ReadonlyArray<string>): Promise<void> => {
 
 main(process.argv.slice(2)).then(
   // Actor processes and native threads are gone once the cluster shut down; exit without waiting for stray handles.
-  () => process.exit(0),
+  (code) => process.exit(code ?? 0),
   (error: unknown) => {
     if (error instanceof UsageError || error instanceof BenchTransportError || error instanceof BuildError) {
       console.error(`${error._tag}: ${error.message}`)
       process.exit(2)
     }
-    if ([DownloadError, WheelHashError, UnsafeWheelError, DiskFullError, PackageMissingError].some((type) => error instanceof type)) {
+    // An install that failed, a config or certificate that is not right: what and where is all there is to say.
+    if ([DownloadError, WheelHashError, UnsafeWheelError, DiskFullError, PackageMissingError, ClusterConfigError, CertificateError].some((type) => error instanceof type)) {
       console.error(`${(error as { _tag: string })._tag}: ${(error as Error).message}`)
       process.exit(1)
     }

@@ -7,30 +7,34 @@
  * to the actors' transfer agents); this class wires them together and checks what users pass.
  */
 import { randomUUID } from "node:crypto"
+import * as dgram from "node:dgram"
+import { isIPv6 } from "node:net"
 import { join } from "node:path"
 import * as Tracer from "effect/Tracer"
 import type { ActorDefinition, ActorHandle } from "./Actor.js"
-import type { ActorDiedError } from "./Errors.js"
+import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
+import { type ActorDiedError, InvalidArgumentError, TransferError, UnsupportedOperationError } from "./Errors.js"
 import type { GetOptions, PutOptions } from "./InActor.js"
 import { recordTransfer } from "./Metrics.js"
 import { ObjectRef, type RefTracker, requireOpen, requireUsableRef } from "./ObjectRef.js"
 import { checkTimeout } from "./internal/arguments.js"
 import { callerFolder } from "./internal/callerModule.js"
 import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
-import { type ActorMessage, ActorProcesses, type ActorRecord, type SpawnOptions } from "./internal/driver/ActorProcesses.js"
+import { type ActorMessage, ActorProcesses, type ActorRecord, type SpawnOptions, localLauncher } from "./internal/driver/ActorProcesses.js"
 import { AgentLinks } from "./internal/driver/AgentLinks.js"
 import { Dispatch } from "./internal/driver/Dispatch.js"
 import { DroppedRefs, droppedRefAllowance } from "./internal/driver/DroppedRefs.js"
 import type { DriverContext } from "./internal/driver/DriverContext.js"
 import { type CollectiveGroup, type GroupOptions, Groups } from "./internal/driver/Groups.js"
+import { Hosts } from "./internal/driver/Hosts.js"
 import { Objects } from "./internal/driver/Objects.js"
 import { recycleCapacity } from "./internal/hostMemoryCache.js"
-import type { ActorInspection, ToActor } from "./internal/messages.js"
+import type { ActorInspection, HostInfo, ToActor } from "./internal/messages.js"
 import { ObjectDirectory } from "./internal/objectDirectory.js"
 import { ProcessRuntime } from "./internal/processRuntime.js"
 import { normalizeSpecifier } from "./internal/transportRegistry.js"
 
-export type { CollectiveGroup, GroupOptions, SpawnOptions }
+export type { CollectiveGroup, GroupOptions, HostInfo, SpawnOptions }
 
 export interface StartOptions {
   /**
@@ -48,6 +52,14 @@ export interface StartOptions {
    * the tracer of the Effect that builds it.
    */
   readonly tracer?: Tracer.Tracer
+  /**
+   * A cluster across hosts: its config file (`tensorlane cluster init` writes it). The driver then
+   * starts actors through the nodes of the config's hosts (`tensorlane node`) and talks to them under
+   * mutual TLS; without it every actor is a child process of the driver on this machine.
+   */
+  readonly cluster?: string
+  /** The driver's name in the cluster config (its certificate); default its only driver. */
+  readonly driver?: string
 }
 
 export interface ClusterInspection {
@@ -74,6 +86,7 @@ export class Cluster implements AsyncDisposable {
   private readonly groups: Groups
   private readonly objects: Objects
   private readonly dispatch: Dispatch
+  private readonly hostSessions: Hosts | undefined
 
   private constructor(
     private readonly dir: string,
@@ -84,17 +97,23 @@ export class Cluster implements AsyncDisposable {
     readonly runtime: ProcessRuntime,
     tracker: RefTracker,
     directory: ObjectDirectory,
+    across: { readonly config: ClusterConfig; readonly credentials: ClusterTls } | undefined,
   ) {
     this.identity = identity
     this.directory = directory
     const tracer = options.tracer ?? Tracer.nativeTracer
     const driver: DriverContext = { identity, transferTimeoutMs, directory, tracker, runtime, recordTransfer: (stat) => recordTransfer(stat, tracer) }
+    const execArgv = options.execArgv ?? []
+    const hosts = across && new Hosts(across.config, across.credentials, identity.id, execArgv, (host, reason) => this.hostLost(host, reason))
+    this.hostSessions = hosts
     this.processes = new ActorProcesses(
       driver,
-      { dir, transports, execArgv: options.execArgv ?? [] },
+      { dir, transports, execArgv },
       { message: (r, message) => this.onMessage(r, message), died: (r, died) => this.onDeath(r, died) },
+      hosts?.launcher ?? localLauncher,
+      (spawnOptions, count) => (hosts ? hosts.place(spawnOptions, count) : onThisMachine(spawnOptions, count)),
     )
-    this.agents = new AgentLinks((r, message, reply) => this.groups.gather(r.id, message, reply))
+    this.agents = new AgentLinks((r, message, reply) => this.groups.gather(r.id, message, reply), across?.credentials.client)
     this.groups = new Groups(driver, this.processes, this.agents)
     this.objects = new Objects(driver, this.processes, this.agents, this.groups)
     this.dispatch = new Dispatch(driver, this.processes, this.agents, this.groups, this.objects)
@@ -116,11 +135,14 @@ export class Cluster implements AsyncDisposable {
       (entry) => dropped.made(entry),
     )
     const tracker: RefTracker = { acquire: (id) => directory.acquire(id), release: (id) => directory.release(id), cluster: identity }
+    const across = options.cluster === undefined ? undefined : driverCredentials(options.cluster, options.driver)
+    const address = across && (await addressToward(across.config.hosts[0]!))
     const dir = createClusterDir()
     const runtime = await ProcessRuntime.start({
       processId: "driver",
       cluster: identity,
       address: join(dir, "driver.sock"),
+      member: across && { config: across.config.file, member: across.credentials.identity, address },
       transports: specifiers,
       parentPid: undefined,
       makeRef: (id) => new ObjectRef(id, tracker),
@@ -128,7 +150,7 @@ export class Cluster implements AsyncDisposable {
       removeClusterDir(dir)
       throw error
     })
-    cluster = new Cluster(dir, identity, specifiers, options, transferTimeoutMs, runtime, tracker, directory)
+    cluster = new Cluster(dir, identity, specifiers, options, transferTimeoutMs, runtime, tracker, directory, across)
     return cluster
   }
 
@@ -140,6 +162,16 @@ export class Cluster implements AsyncDisposable {
   /** The id its refs and handles carry. */
   get id(): string {
     return this.identity.id
+  }
+
+  /**
+   * The hosts of a cluster across hosts whose nodes answer, in the config's order: CPUs, memory,
+   * GPUs and the transport packages installed on each. Only for a cluster started with `cluster`.
+   */
+  async hosts(): Promise<Array<HostInfo>> {
+    requireOpen(this.identity)
+    if (this.hostSessions === undefined) throw new UnsupportedOperationError({ message: "hosts() lists the hosts of a cluster started with a cluster config (start({ cluster }))" })
+    return this.hostSessions.list()
   }
 
   /** Starts `count` actor processes of a definition (always an array). */
@@ -234,6 +266,7 @@ export class Cluster implements AsyncDisposable {
     this.identity.closed = true
     this.objects.flushFrees()
     await this.processes.shutdown()
+    this.hostSessions?.close()
     await this.runtime.close()
     removeClusterDir(this.dir)
   }
@@ -263,10 +296,17 @@ export class Cluster implements AsyncDisposable {
     }
   }
 
+  /** A host's node is gone or cut off: every actor on it is dead. */
+  private hostLost(host: string, reason: string): void {
+    for (const r of this.processes.live()) {
+      if (r.process.host === host) this.processes.died(r, new Error(`its host ${host} is unreachable (${reason})`))
+    }
+  }
+
   /** An actor died: what it took part in fails, and every other process hears of it. */
   private onDeath(record: ActorRecord, died: ActorDiedError): void {
     this.dispatch.actorDied(record, died)
-    this.objects.actorDied(record.id, died)
+    this.objects.actorDied(record.id, died, record.process.host)
     this.agents.actorDied(record, died)
     this.groups.memberDied(record.id, died)
     this.runtime.peerDied(record.id)
@@ -275,6 +315,50 @@ export class Cluster implements AsyncDisposable {
       if (this.agents.connected(other)) this.agents.post(other, { _tag: "PeerDied", peer: record.id }).catch(() => undefined)
     }
   }
+}
+
+/** The config and TLS options of the driver of a cluster across hosts. */
+const driverCredentials = (file: string, name: string | undefined): { config: ClusterConfig; credentials: ClusterTls } => {
+  const config = loadClusterConfig(file)
+  const driver = name ?? (config.drivers.length === 1 ? config.drivers[0]!.name : undefined)
+  if (driver === undefined || !config.drivers.some((d) => d.name === driver)) {
+    throw new InvalidArgumentError({
+      message: `${name === undefined ? "start needs the driver's name (driver)" : `${name} is not a driver`} of cluster ${config.name} (its drivers: ${config.drivers.map((d) => d.name).join(", ") || "none"})`,
+      argument: "driver",
+    })
+  }
+  return { config, credentials: tlsOptionsFor(config, driver) }
+}
+
+/**
+ * This machine's address toward a host (the source address of its route there): where the driver's
+ * agent serves what the driver puts to actors on the hosts. Connecting a UDP socket sends nothing.
+ */
+const addressToward = (host: ClusterHost): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const socket = dgram.createSocket(isIPv6(host.address) ? "udp6" : "udp4")
+    socket.once("error", (error) => {
+      socket.close()
+      reject(new TransferError({ message: `no route from this machine to host ${host.name} at ${host.address}: ${error.message}`, transport: "control" }))
+    })
+    socket.connect(host.port, host.address, () => {
+      const { address } = socket.address()
+      socket.close()
+      resolve(address)
+    })
+  })
+
+/** Placement on one machine: every actor is a child of the driver. */
+const onThisMachine = (options: SpawnOptions, count: number): Promise<Array<undefined>> => {
+  if (options.host !== undefined || options.hosts !== undefined) {
+    return Promise.reject(
+      new InvalidArgumentError({
+        message: "host and hosts place actors on the hosts of a cluster started with a cluster config (start({ cluster }))",
+        argument: options.host !== undefined ? "host" : "hosts",
+      }),
+    )
+  }
+  return Promise.resolve(Array.from({ length: count }, () => undefined))
 }
 
 /** Starts a cluster in this process (the driver). */

@@ -150,6 +150,42 @@ export class InvalidSettingError extends Schema.TaggedError<InvalidSettingError>
   accepts: Schema.String,
 }) {}
 
+/** A cluster config (cluster.json) or a file it names that is missing, unreadable or not what it must be. */
+export class ClusterConfigError extends Schema.TaggedError<ClusterConfigError>()("ClusterConfigError", {
+  message: Schema.String,
+  path: Schema.String,
+}) {}
+
+/**
+ * A certificate or key of a cluster that is missing, unreadable, malformed, not signed by the
+ * cluster's CA, outside its dates, or not naming `identity`; or a peer presenting such a certificate.
+ */
+export class CertificateError extends Schema.TaggedError<CertificateError>()("CertificateError", {
+  message: Schema.String,
+  path: Schema.String,
+  identity: Schema.String,
+}) {}
+
+/**
+ * A transport that moves bytes within one machine only (shm, symmetric memory) asked to move them
+ * between two hosts of a cluster across hosts; names both ("driver" for the driver's machine).
+ */
+export class CrossHostError extends Schema.TaggedError<CrossHostError>()("CrossHostError", {
+  message: Schema.String,
+  transport: Schema.String,
+  hosts: Schema.Array(Schema.String),
+}) {}
+
+/**
+ * An object whose bytes were on a host of a cluster across hosts that died or was cut off: its
+ * producer is gone with the host (calls on the producer fail with ActorDiedError).
+ */
+export class ObjectLostError extends Schema.TaggedError<ObjectLostError>()("ObjectLostError", {
+  message: Schema.String,
+  objectId: Schema.String,
+  host: Schema.String,
+}) {}
+
 /** A typed error (a `Schema.TaggedError`): core's, or a package's own. */
 export interface TaggedError extends Error {
   readonly _tag: string
@@ -187,3 +223,7 @@ export type TensorlaneError =
   | WrongClusterError
   | MessageTooLargeError
   | CancelledError
+  | ClusterConfigError
+  | CertificateError
+  | CrossHostError
+  | ObjectLostError

@@ -9,10 +9,20 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type { ActorDefinition, ActorHandle } from "./Actor.js"
-import { Cluster, type ClusterInspection, type CollectiveGroup, type GroupOptions, type SpawnOptions, type StartOptions } from "./Cluster.js"
+import {
+  Cluster,
+  type ClusterInspection,
+  type CollectiveGroup,
+  type GroupOptions,
+  type HostInfo,
+  type SpawnOptions,
+  type StartOptions,
+} from "./Cluster.js"
 import type {
   ApplicationError,
+  CertificateError,
   ClusterClosedError,
+  ClusterConfigError,
   DeviceError,
   InvalidArgumentError,
   MessageTooLargeError,
@@ -41,8 +51,11 @@ export class TensorlaneCluster extends Context.Service<TensorlaneCluster, Cluste
  */
 export type CallFailure = TensorlaneError | PackageError
 
-/** Starting the cluster: a bad option, a transport module that does not load, a transfer agent that does not start. */
-export type StartFailure = InvalidArgumentError | TransportLoadError | TransferError | ApplicationError
+/**
+ * Starting the cluster: a bad option, a transport module that does not load, a transfer agent that
+ * does not start; with a cluster config, a config or certificate that is not what it must be.
+ */
+export type StartFailure = InvalidArgumentError | TransportLoadError | TransferError | ApplicationError | ClusterConfigError | CertificateError
 
 /** Storing a value: the value or its refs refused, its transport refused or failing to register it. */
 export type PutFailure =
@@ -146,6 +159,9 @@ export const kill = (actor: { actorId: string }): Effect.Effect<void, ClusterClo
 /** `cluster.cancel`: the call that makes `ref` fails with CancelledError; a queued one never runs, a running one's signal aborts. */
 export const cancel = (ref: ObjectRef<unknown>): Effect.Effect<void, ClusterClosedError | WrongClusterError | ObjectFreedError, TensorlaneCluster> =>
   withCluster((cluster) => cluster.cancel(ref))
+
+/** The hosts of a cluster across hosts whose nodes answer, with what each reports (`Cluster.hosts`). */
+export const hosts = (): Effect.Effect<Array<HostInfo>, ClusterClosedError | UnsupportedOperationError, TensorlaneCluster> => withCluster((cluster) => cluster.hosts())
 
 /** What every process holds; an actor that does not answer in time is listed as unresponsive, not a failure. */
 export const inspect = (options?: { timeoutMs?: number }): Effect.Effect<ClusterInspection, ClusterClosedError | InvalidArgumentError | TransferError, TensorlaneCluster> =>

@@ -71,6 +71,11 @@ export interface TransportCapabilities {
    * transport still writes).
    */
   readonly tracksBuffers?: boolean
+  /**
+   * Its peers must be on one machine (shared memory): in a cluster across hosts, a transfer or group
+   * between two hosts fails with CrossHostError before the transport is called.
+   */
+  readonly sameHost?: boolean
 }
 
 /** Part of every request whose buffers a transport writes. */

@@ -26,6 +26,7 @@ export {
   type ClusterInspection,
   type CollectiveGroup,
   type GroupOptions,
+  type HostInfo,
   type SpawnOptions,
   type StartOptions,
 } from "./Cluster.js"
@@ -44,5 +45,18 @@ export {
 export type { ReduceOp } from "./Transport.js"
 export { MAX_MESSAGE_BYTES } from "./Limits.js"
 export { transferBytes, transferCount, transferLatency, transferSpanName, type TransferStat } from "./Metrics.js"
+export {
+  ClusterConfigFile,
+  ClusterDriverEntry,
+  ClusterHostEntry,
+  loadClusterConfig,
+  tlsOptionsFor,
+  type ClusterConfig,
+  type ClusterDriver,
+  type ClusterHost,
+  type ClusterTls,
+  type MemberCredentials,
+} from "./ClusterConfig.js"
+export { startNode, TensorlaneNode, type NodeOptions } from "./Node.js"
 export * as TensorlaneCluster from "./TensorlaneCluster.js"
 export * as TensorlaneMemory from "./TensorlaneMemory.js"

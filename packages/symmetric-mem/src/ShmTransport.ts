@@ -31,7 +31,7 @@ const release = (objectId: string): void => {
 
 export const shm = defineTransport({
   name: TRANSPORT,
-  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true },
+  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, sameHost: true },
 
   extractMetadata: async ({ objectId, tensors }): Promise<ShmMetadata> => {
     const addon = loadAddon()

@@ -1,7 +1,8 @@
-/** Forked by the TCP loopback limit: receives fixed-size messages on 127.0.0.1 and acknowledges each with one byte. */
+/** Forked by the TCP limit: receives fixed-size messages on the address it is given and acknowledges each with one byte. */
 import * as net from "node:net"
 
 const size = Number(process.argv[2])
+const host = process.argv[3]!
 const server = net.createServer((socket) => {
   let received = 0
   socket.on("data", (chunk) => {
@@ -12,7 +13,7 @@ const server = net.createServer((socket) => {
     }
   })
 })
-server.listen(0, "127.0.0.1", () => {
+server.listen(0, host, () => {
   const address = server.address()
   if (address !== null && typeof address === "object") process.send?.(address.port)
 })

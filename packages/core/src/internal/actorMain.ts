@@ -14,7 +14,9 @@ import { type DriverReply, callContext } from "./actor/ActorContext.js"
 import { Borrows } from "./actor/Borrows.js"
 import { CallQueue } from "./actor/CallQueue.js"
 import { IdleRecycler } from "./actor/IdleRecycler.js"
+import type { ClusterMember } from "./agent/Agent.js"
 import type { Membership } from "./agent/Memberships.js"
+import { CLUSTER_CONFIG_VARIABLE, CLUSTER_MEMBER_VARIABLE } from "./node/variables.js"
 import { Connection, decoded } from "./connection.js"
 import type { Frame } from "./frame.js"
 import { type FromActor, type ToActor, decodeToActor } from "./messages.js"
@@ -46,6 +48,13 @@ const answer = (result: Extract<FromActor, { _tag: "Result" }>): void => {
 }
 
 let actor: Actor | undefined
+
+/** The host this actor runs on in a cluster across hosts: its node says so (Node.ts). */
+const clusterMember = (): ClusterMember | undefined => {
+  const config = process.env[CLUSTER_CONFIG_VARIABLE]
+  const member = process.env[CLUSTER_MEMBER_VARIABLE]
+  return config !== undefined && member !== undefined ? { config, member } : undefined
+}
 
 const onMessage = (message: ToActor, frame: Frame): void => {
   if (message._tag === "Init") {
@@ -88,6 +97,7 @@ class Actor {
       processId: init.actorId,
       cluster: borrows.cluster,
       address: join(init.clusterDir, `${init.actorId}.sock`),
+      member: clusterMember(),
       transports: init.transports,
       parentPid: process.ppid,
       makeRef: (id) => new ObjectRef(id, borrows),

@@ -10,7 +10,7 @@ import { fromWireError } from "./wireError.js"
 
 type Reply =
   | { id: number; value?: unknown; error?: WireError }
-  | { started: boolean; error?: WireError }
+  | { started: boolean; address?: string; error?: WireError }
   | AgentEvent
   /** After a failed command: its transport no longer writes the command's tensors. */
   | { released: number }
@@ -27,14 +27,14 @@ export class AgentClient {
   private readonly releases = new Map<number, () => void>()
   private dead: Error | undefined
 
-  private constructor(
-    private readonly worker: Worker,
-    readonly address: string,
-  ) {}
+  /** Where the agent listens, once started. */
+  address = ""
+
+  private constructor(private readonly worker: Worker) {}
 
   static start(options: AgentWorkerData, onEvent: (event: AgentEvent) => void): Promise<AgentClient> {
     const worker = new Worker(fileURLToPath(new URL("./agent-main.js", import.meta.url)), { workerData: options })
-    const client = new AgentClient(worker, options.address)
+    const client = new AgentClient(worker)
     return new Promise((resolve, reject) => {
       worker.on("error", (error) => {
         reject(error)
@@ -49,7 +49,10 @@ export class AgentClient {
         if ("started" in message) {
           // The agent must never keep a process alive on its own: it is referenced only while it works for us.
           worker.unref()
-          if (message.started) resolve(client)
+          if (message.started) {
+            client.address = message.address!
+            resolve(client)
+          }
           else reject(fromWireError(message.error!, { actor: options.processId, method: "agent start" }))
         } else if ("event" in message) {
           onEvent(message)

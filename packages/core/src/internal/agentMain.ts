@@ -14,7 +14,7 @@ const agent = new Agent({
 })
 
 agent.start().then(
-  () => port.postMessage({ started: true }),
+  () => port.postMessage({ started: true, address: agent.address }),
   (error) => port.postMessage({ started: false, error: toWireError(error) }),
 )
 

@@ -1,8 +1,10 @@
 /**
- * A framed, message-oriented connection over a Unix socket. Sockets this module creates read frame
- * bodies straight into their destination (tensor memory) without an intermediate copy.
+ * A framed, message-oriented connection over a Unix socket, or TCP under mutual TLS between hosts.
+ * Unix sockets this module creates read frame bodies straight into their destination (tensor memory)
+ * without an intermediate copy.
  */
 import * as net from "node:net"
+import * as tls from "node:tls"
 import { ProtocolError, TransferError } from "../Errors.js"
 import { MAX_MESSAGE_BYTES } from "../Limits.js"
 import { type BodyDestinations, type Frame, FrameReader, writeFrame } from "./frame.js"
@@ -120,13 +122,56 @@ export const decoded =
 const readerOf = (handlers: ConnectionHandlers, onFrame: (frame: Frame) => void): FrameReader =>
   new FrameReader(onFrame, handlers.bodyDestinations, handlers.maxBodyBytes, handlers.maxHeaderBytes)
 
-export const connect = (address: string, handlers: ConnectionHandlers): Promise<Connection> =>
+/** A TCP endpoint of a cluster member under mutual TLS: the member's name (its certificate names it), address and port. */
+export interface TlsEndpoint {
+  readonly member: string
+  readonly host: string
+  readonly port: number
+}
+
+const TLS_ADDRESS = /^tls:\/\/([a-z0-9-]+)@\[?([0-9A-Fa-f.:]+)\]?:(\d{1,5})$/
+
+/** The address of a TLS endpoint, as processes pass it around: `tls://member@host:port`. */
+export const tlsAddress = (endpoint: TlsEndpoint): string =>
+  `tls://${endpoint.member}@${net.isIPv6(endpoint.host) ? `[${endpoint.host}]` : endpoint.host}:${endpoint.port}`
+
+/** The TLS endpoint an address names; undefined for a Unix socket path. */
+export const tlsEndpoint = (address: string): TlsEndpoint | undefined => {
+  const match = TLS_ADDRESS.exec(address)
+  return match === null ? undefined : { member: match[1]!, host: match[2]!, port: Number(match[3]) }
+}
+
+/** The client options of a connection to a cluster member (the member's name is the certificate name it must present). */
+export type TlsClient = (member: string) => tls.ConnectionOptions
+
+/** Opens a socket to `address`: a Unix socket path, or a `tls://` address under the TLS options `tlsClient` gives. */
+export const openSocket = (address: string, tlsClient: TlsClient | undefined, onread?: net.OnReadOpts): { socket: net.Socket; ready: string } => {
+  const endpoint = tlsEndpoint(address)
+  if (endpoint === undefined) return { socket: net.createConnection({ path: address, ...(onread ? { onread } : {}) }), ready: "connect" }
+  if (tlsClient === undefined) throw new TransferError({ message: `cannot reach ${address}: this process has no credentials of a cluster across hosts`, transport: "control" })
+  return { socket: tls.connect({ ...tlsClient(endpoint.member), host: endpoint.host, port: endpoint.port }), ready: "secureConnect" }
+}
+
+export const connect = (address: string, handlers: ConnectionHandlers, tlsClient?: TlsClient): Promise<Connection> =>
   new Promise((resolve, reject) => {
-    const connection = Connection.direct((onread) => net.createConnection({ path: address, onread }), handlers)
+    let ready = "connect"
+    const open = (onread?: net.OnReadOpts) => {
+      const opened = openSocket(address, tlsClient, onread)
+      ready = opened.ready
+      return opened.socket
+    }
+    let connection: Connection
+    try {
+      // TLS sockets take no `onread`: their bytes pass through the reader's buffers.
+      connection = tlsEndpoint(address) === undefined ? Connection.direct(open, handlers) : new Connection(open(), handlers)
+    } catch (error) {
+      reject(error)
+      return
+    }
     const onError = (error: Error) =>
       reject(new TransferError({ message: `cannot reach ${address}: ${error.message}`, transport: "control" }))
     connection.socket.once("error", onError)
-    connection.socket.once("connect", () => {
+    connection.socket.once(ready, () => {
       connection.socket.off("error", onError)
       resolve(connection)
     })

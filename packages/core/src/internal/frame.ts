@@ -234,6 +234,14 @@ export class FrameReader {
     this.destinations = undefined
   }
 
+  /**
+   * Hands over the bytes received past the frames read so far, for a channel that carries one frame
+   * and then a raw stream (called from `onFrame`).
+   */
+  takeUnread(): Buffer {
+    return this.take(this.pendingBytes)
+  }
+
   private finishFrame(body: Buffer | undefined): void {
     const header = this.header
     this.headerLength = -1

@@ -203,6 +203,47 @@ export const AgentReply = Schema.Union([
 ])
 export type AgentReply = typeof AgentReply.Type
 
+/** What a host's node reports of its host. */
+export const HostInfo = Schema.Struct({
+  name: Schema.String,
+  address: Schema.String,
+  cpus: Schema.Number,
+  memoryBytes: Schema.Number,
+  gpus: Schema.Number,
+  /** The transport packages installed on the host, beside the object store. */
+  transports: Schema.Array(Schema.String),
+})
+export type HostInfo = typeof HostInfo.Type
+
+/**
+ * The largest message to a node: a spawn names a module, flags and the actor's environment. The
+ * node's channels are mutually authenticated, but a driver's bug must not make a node buffer much.
+ */
+export const MAX_NODE_REQUEST_BYTES = 256 * 1024
+
+// Driver -> a host's node. A session carries pings both ways' liveness hangs on; each actor has a
+// connection of its own, whose first message is its Spawn and which then carries its control
+// connection's bytes (ToActor / FromActor) through the node.
+export const ToNode = Schema.Union([
+  Schema.TaggedStruct("Session", { clusterId: Schema.String }),
+  Schema.TaggedStruct("Ping", {}),
+  Schema.TaggedStruct("Spawn", {
+    clusterId: Schema.String,
+    actorId: Id,
+    moduleUrl: Schema.String,
+    execArgv: Schema.Array(Schema.String),
+    env: Schema.Record(Schema.String, Schema.String),
+  }),
+])
+export type ToNode = typeof ToNode.Type
+
+// A host's node -> driver, on a session.
+export const FromNode = Schema.Union([
+  Schema.TaggedStruct("SessionOpened", { info: HostInfo }),
+  Schema.TaggedStruct("Pong", {}),
+])
+export type FromNode = typeof FromNode.Type
+
 const decoder = <S extends Schema.Top>(schema: S, what: string) => {
   const decode = Schema.decodeUnknownSync(schema as any)
   return (input: unknown): S["Type"] => {
@@ -219,3 +260,5 @@ export const decodeFromActor = decoder(FromActor, "message from an actor")
 export const decodeAgentRequest = decoder(AgentRequest, "agent request")
 export const decodeAgentReply = decoder(AgentReply, "agent reply")
 export const decodeObjectInfo = decoder(ObjectInfo, "object info")
+export const decodeToNode = decoder(ToNode, "message to a node")
+export const decodeFromNode = decoder(FromNode, "message from a node")

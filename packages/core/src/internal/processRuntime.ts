@@ -9,6 +9,7 @@ import { type ClusterIdentity, type ObjectRef, isObjectRef, requireRefOf, requir
 import type { Tensor } from "../Tensor.js"
 import { TensorStore } from "../TensorStore.js"
 import type { PromiseTransport } from "../Transport.js"
+import type { ClusterMember } from "./agent/Agent.js"
 import type { AgentEvent } from "./agent/Memberships.js"
 import { AgentClient, type Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
@@ -56,8 +57,10 @@ export interface Resolved {
 export interface RuntimeStart {
   readonly processId: string
   readonly cluster: ClusterIdentity
-  /** Where its agent listens. */
+  /** Where its agent listens (on one machine). */
   readonly address: string
+  /** The member of a cluster across hosts it is (a host, or the driver). */
+  readonly member: ClusterMember | undefined
   /** Transport specifiers, loaded by both threads. */
   readonly transports: ReadonlyArray<string>
   /** The driver's pid in actors, whose agent ends the process once the driver is gone. */
@@ -104,7 +107,7 @@ export class ProcessRuntime {
       fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
     })
     const agent = await AgentClient.start(
-      { processId: options.processId, address: options.address, transports: options.transports, parentPid: options.parentPid },
+      { processId: options.processId, address: options.address, cluster: options.member, transports: options.transports, parentPid: options.parentPid },
       options.onEvent ?? (() => undefined),
     )
     return new ProcessRuntime(options.processId, options.cluster, agent, new TensorStore(), promiseFaces(transports), options.makeRef, options.whileReceiving)

@@ -6,9 +6,11 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
+import * as tls from "node:tls"
+import { loadClusterConfig, tlsOptionsFor } from "../../ClusterConfig.js"
 import { MissingGroupError, ObjectFreedError, UnsupportedOperationError } from "../../Errors.js"
 import type { PromiseTransport, ReduceOp, TransportObject } from "../../Transport.js"
-import { Connection, decoded } from "../connection.js"
+import { Connection, decoded, tlsAddress, tlsEndpoint } from "../connection.js"
 import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type ObjectInfo, decodeAgentRequest } from "../messages.js"
 import { PendingTransfers, transferLabel } from "../pendingTransfers.js"
 import { pidExists, statFields } from "../processes.js"
@@ -54,9 +56,20 @@ export type AgentCommand =
   | { readonly op: "inspect" }
   | { readonly op: "close" }
 
+/** A member of a cluster across hosts: its config file and its name there (a host, or a driver). */
+export interface ClusterMember {
+  readonly config: string
+  readonly member: string
+  /** A driver's address toward the hosts (the config gives none): where its agent serves its puts. */
+  readonly address?: string
+}
+
 export interface AgentOptions {
   readonly processId: string
+  /** Where it listens: a Unix socket path; on a host of a cluster across hosts, that host's address under mutual TLS. */
   readonly address: string
+  /** Set on a host of a cluster across hosts: the agent listens on the host's address under mutual TLS. */
+  readonly cluster?: ClusterMember
   readonly transports: ReadonlyArray<string>
   /** Actors end their own process when their parent is gone, even with a busy main thread. */
   readonly parentPid: number | undefined
@@ -88,11 +101,13 @@ export class Agent {
   private transports = new Map<string, PromiseTransport>()
   private readonly held = new Map<string, Held>()
   private readonly groups: Memberships
-  private readonly fetches = new Fetches()
+  private fetches = new Fetches(undefined)
   private readonly pending = new PendingTransfers()
   /** Sends asked for before their object was registered, by object: each resolver starts one. */
   private readonly awaitingRegistration = new Map<string, Set<() => void>>()
-  private readonly server = net.createServer((socket) => this.accept(socket))
+  private server: net.Server = net.createServer((socket) => this.accept(socket))
+  /** Where it listens, once started. */
+  address = ""
   private readonly accepted = new Set<Connection>()
   private lifeline: NodeJS.Timeout | undefined
 
@@ -106,11 +121,29 @@ export class Agent {
         fetchFrom: (r) => this.fetches.fetch(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
       }),
     )
-    fs.rmSync(this.options.address, { force: true })
-    await new Promise<void>((resolve, reject) => {
-      this.server.once("error", reject)
-      this.server.listen(this.options.address, () => resolve())
-    })
+    const cluster = this.options.cluster
+    const config = cluster === undefined ? undefined : loadClusterConfig(cluster.config)
+    const credentials = config === undefined ? undefined : tlsOptionsFor(config, cluster!.member)
+    const listenOn = config?.hosts.find((h) => h.name === cluster!.member)?.address ?? cluster?.address
+    if (credentials !== undefined) this.fetches = new Fetches(credentials.client)
+    if (credentials === undefined || listenOn === undefined) {
+      fs.rmSync(this.options.address, { force: true })
+      await this.listen(this.options.address)
+      this.address = this.options.address
+    } else {
+      this.server = tls.createServer(credentials.server, (socket) => {
+        // The handshake checked the peer's certificate against the cluster's CA; it must also name a member.
+        try {
+          credentials.peerName(socket)
+        } catch {
+          socket.destroy()
+          return
+        }
+        this.accept(socket)
+      })
+      await this.listen({ host: listenOn, port: 0 })
+      this.address = tlsAddress({ member: credentials.identity, host: listenOn, port: (this.server.address() as net.AddressInfo).port })
+    }
     const parentPid = this.options.parentPid
     if (parentPid !== undefined) {
       // A SIGKILLed driver closes no socket we could wait on while the main thread is busy: poll.
@@ -119,6 +152,13 @@ export class Agent {
       }, 250)
       this.lifeline.unref()
     }
+  }
+
+  private listen(where: string | net.ListenOptions): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject)
+      this.server.listen(where, () => resolve())
+    })
   }
 
   private transport(name: string): PromiseTransport {
@@ -352,6 +392,6 @@ export class Agent {
     for (const connection of this.accepted) connection.close()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
     for (const transport of this.transports.values()) await transport.close?.()
-    fs.rmSync(this.options.address, { force: true })
+    if (tlsEndpoint(this.address) === undefined) fs.rmSync(this.options.address, { force: true })
   }
 }

@@ -4,7 +4,7 @@
  */
 import { ProtocolError, TransferError } from "../../Errors.js"
 import type { Tensor } from "../../Tensor.js"
-import { type Connection, connect } from "../connection.js"
+import { type Connection, type TlsClient, connect } from "../connection.js"
 import type { Frame } from "../frame.js"
 import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type TensorMeta, decodeAgentReply } from "../messages.js"
 import { Requests } from "../requests.js"
@@ -27,6 +27,9 @@ export class Fetches {
   private readonly connections = new Map<string, Promise<Connection>>()
   /** By the producer's address: a connection that closes fails its own fetches only. */
   private readonly requests = new Requests<AgentReply, Fetch>()
+
+  /** `tlsClient`: the credentials of a host of a cluster across hosts, for producers on other hosts. */
+  constructor(private readonly tlsClient: TlsClient | undefined) {}
 
   /** Reads an object from the agent at `address` into `into`; `writesUntil` hears when `into` is no longer written. */
   async fetch(
@@ -98,7 +101,7 @@ export class Fetches {
           })
           this.requests.failPeer(address, failure)
         },
-      })
+      }, this.tlsClient)
       connection.catch(() => this.connections.delete(address))
       this.connections.set(address, connection)
     }

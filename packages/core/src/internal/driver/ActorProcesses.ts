@@ -3,12 +3,11 @@
  * one time limit), their handles, the control connection to each and the requests the driver makes
  * over it, and their end (an exit, a closed connection, `cluster.kill`, shutdown).
  */
-import { type ChildProcess, spawn as spawnProcess, spawnSync } from "node:child_process"
 import type { Socket } from "node:net"
-import { fileURLToPath } from "node:url"
 import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefinition, methodOf } from "../../Actor.js"
-import { ActorDiedError, ClusterClosedError, InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
+import { ActorDiedError, ClusterClosedError, CrossHostError, InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
 import { type ClusterIdentity, type ObjectRef, requireSameCluster } from "../../ObjectRef.js"
+import { launchActor } from "../actorLaunch.js"
 import { checkTimeout, describe } from "../arguments.js"
 import { Connection, decoded } from "../connection.js"
 import { type ActorInspection, type FromActor, type ToActor, decodeFromActor } from "../messages.js"
@@ -31,6 +30,49 @@ export interface SpawnOptions {
   readonly startTimeoutMs?: number
   /** Extra environment variables of the actor processes. */
   readonly env?: Readonly<Record<string, string>>
+  /** The host to start every actor of this call on (a cluster started with a `cluster` config only). */
+  readonly host?: string
+  /**
+   * Hosts to spread the actors of this call over, actor i on `hosts[i % hosts.length]` (a cluster
+   * started with a `cluster` config only). Without `host` or `hosts`, the actors are spread so over
+   * every host of the config, in its order.
+   */
+  readonly hosts?: ReadonlyArray<string>
+}
+
+/** An actor's process as the driver sees it: a child of the driver, or one a host's node started. */
+export interface ActorProcess {
+  /** The driver's end of the actor's control connection. */
+  readonly control: Socket
+  /** The host it runs on; undefined for a child of the driver. */
+  readonly host: string | undefined
+  /** Ends it at once (SIGKILL; on a host, its node kills it when its control connection closes). */
+  readonly kill: () => void
+  /** Whether it is known to have ended. */
+  readonly ended: () => boolean
+  /** Calls `listener` once it ended, with how (its exit status where known), as words that follow "died". */
+  readonly onExit: (listener: (how: string) => void) => void
+}
+
+/** Starts the process of one actor; `flags` are the Node.js flags it takes on this machine. */
+export type ProcessLauncher = (start: {
+  readonly id: string
+  readonly definition: ActorDefinition
+  readonly flags: ReadonlyArray<string>
+  readonly env: Readonly<Record<string, string>>
+  readonly host: string | undefined
+}) => ActorProcess
+
+/** Starts actors as children of this process. */
+export const localLauncher: ProcessLauncher = ({ flags, env }) => {
+  const child = launchActor(flags, { ...process.env, ...env })
+  return {
+    control: child.stdio[3] as Socket,
+    host: undefined,
+    kill: () => child.kill("SIGKILL"),
+    ended: () => child.exitCode !== null || child.signalCode !== null,
+    onExit: (listener) => child.once("exit", (code, signal) => listener(` (exit code ${code}, signal ${signal})`)),
+  }
 }
 
 /**
@@ -59,7 +101,7 @@ export interface InFlightCall {
 export interface ActorRecord {
   readonly id: string
   readonly definition: ActorDefinition
-  readonly child: ChildProcess
+  readonly process: ActorProcess
   readonly control: Connection
   agentAddress: string
   alive: boolean
@@ -96,24 +138,6 @@ export interface ProcessEvents {
 /** Where an actor handle keeps the cluster that made it (a symbol: not one of the actor's method names). */
 const handleCluster = Symbol("tensorlane.handleCluster")
 
-const actorMainPath = fileURLToPath(new URL("./actor-main.js", import.meta.url))
-
-let launcher: ReadonlyArray<string> | undefined
-
-/**
- * What actor processes start under: Linux's parent-death signal, set by util-linux's setpriv before
- * it runs Node, kills an actor the moment its driver dies, even a stopped one (which runs no code, so
- * its own lifeline cannot end it). Where setpriv is missing only the lifeline ends actors.
- */
-const deathSignalLauncher = (): ReadonlyArray<string> => {
-  if (launcher === undefined) {
-    const prefix = ["setpriv", "--pdeathsig", "KILL", "--"]
-    const probe = process.platform === "linux" ? spawnSync(prefix[0], [...prefix.slice(1), process.execPath, "--version"], { stdio: "ignore" }) : undefined
-    launcher = probe?.status === 0 ? prefix : []
-  }
-  return launcher
-}
-
 const checkCount = (count: unknown): number => {
   if (count === undefined) return 1
   if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > MAX_SPAWN_COUNT) {
@@ -124,6 +148,13 @@ const checkCount = (count: unknown): number => {
   }
   return count
 }
+
+/** Where an actor runs, as words that follow its id: "" on the driver's machine. */
+const onHost = (host: string | undefined): string => (host === undefined ? "" : ` on host ${host}`)
+
+/** The error of a request to an actor already dead. */
+export const dead = (record: ActorRecord): ActorDiedError =>
+  new ActorDiedError({ message: `actor ${record.id}${onHost(record.process.host)} is dead`, actor: record.id })
 
 const closedWhileStarting = (records: ReadonlyArray<{ readonly id: string }>): ClusterClosedError =>
   new ClusterClosedError({ message: `the cluster was shut down before ${records.map((r) => r.id).join(", ")} had started` })
@@ -139,6 +170,9 @@ export class ActorProcesses {
     private readonly driver: DriverContext,
     private readonly launch: Launch,
     private readonly events: ProcessEvents,
+    private readonly launcher: ProcessLauncher,
+    /** The host of each actor of a spawn call (undefined: this machine); throws for a placement it refuses. */
+    private readonly place: (options: SpawnOptions, count: number) => Promise<ReadonlyArray<string | undefined>>,
   ) {}
 
   get(id: string): ActorRecord | undefined {
@@ -160,8 +194,9 @@ export class ActorProcesses {
       const transport = methodOf(definition, name)?.options.tensorTransport
       if (transport !== undefined) this.driver.runtime.transport(transport)
     }
+    const hosts = await this.place(options, count)
     const flags = [...this.launch.execArgv, ...actorTypeScriptFlags(definition.moduleUrl, this.launch.transports)]
-    const starts = Array.from({ length: count }, (_, index) => this.start(definition, index, flags, options.env ?? {}))
+    const starts = Array.from({ length: count }, (_, index) => this.start(definition, index, flags, options.env ?? {}, hosts[index]))
     const records = starts.map((s) => s.record)
     const ready = new Set<ActorRecord>()
     for (const s of starts) {
@@ -183,7 +218,7 @@ export class ActorProcesses {
     if (failure !== undefined) {
       // None is handed out: every process of this call is gone before the failure is reported
       // (unless the kernel holds one past the grace).
-      for (const r of records) r.child.kill("SIGKILL")
+      for (const r of records) r.process.kill()
       await settledWithin(
         records.map((r) => r.exited),
         SHUTDOWN_GRACE_MS,
@@ -199,23 +234,20 @@ export class ActorProcesses {
     index: number,
     flags: ReadonlyArray<string>,
     env: Readonly<Record<string, string>>,
+    host: string | undefined,
   ): { readonly record: ActorRecord; readonly ready: Promise<void> } {
     const n = this.nextActor.get(definition.name) ?? 0
     this.nextActor.set(definition.name, n + 1)
     const id = `${definition.name}-${n}`
-    // --expose-gc lets the host memory cache trade a cheap collection for page faults (internal/hostMemoryCache.ts).
-    const [command, ...args] = [...deathSignalLauncher(), process.execPath, ...flags, "--expose-gc", actorMainPath]
-    const child = spawnProcess(command!, args, {
-      stdio: ["ignore", "inherit", "inherit", "pipe"],
-      env: { ...process.env, ...env },
-    })
+    const child = this.launcher({ id, definition, flags, env, host })
+    const on = onHost(host)
     let record!: ActorRecord
     const whenReady = new Promise<void>((resolve, reject) => {
       let ready = false
       const exitedWhileStarting = (how: string) =>
-        reject(this.driver.identity.closed ? closedWhileStarting([record]) : new ActorDiedError({ message: `actor ${id} exited while starting${how}`, actor: id }))
-      const exited = new Promise<void>((done) => child.once("exit", () => done()))
-      const control = new Connection(child.stdio[3] as Socket, {
+        reject(this.driver.identity.closed ? closedWhileStarting([record]) : new ActorDiedError({ message: `actor ${id}${on} exited while starting${how}`, actor: id }))
+      const exited = new Promise<void>((done) => child.onExit(() => done()))
+      const control = new Connection(child.control, {
         // An actor's messages to the driver never carry a body.
         maxBodyBytes: 0,
         onFrame: decoded(decodeFromActor, (message) => {
@@ -226,7 +258,7 @@ export class ActorProcesses {
               resolve()
             } else if (message._tag === "InitFailed") {
               reject(fromWireError(message.error, { actor: id, method: "init" }))
-              child.kill("SIGKILL")
+              child.kill()
             }
             return
           }
@@ -241,7 +273,7 @@ export class ActorProcesses {
       record = {
         id,
         definition,
-        child,
+        process: child,
         control,
         agentAddress: "",
         alive: true,
@@ -250,9 +282,9 @@ export class ActorProcesses {
         inFlight: new Map(),
         exited,
       }
-      child.once("exit", (code, signal) => {
-        if (!ready) exitedWhileStarting(` (code ${code}, signal ${signal})`)
-        this.died(record, undefined, code, signal)
+      child.onExit((how) => {
+        if (!ready) exitedWhileStarting(how)
+        this.died(record, undefined, how)
       })
       control.send({
         _tag: "Init",
@@ -294,11 +326,27 @@ export class ActorProcesses {
     replyTag: T,
     timeout?: { readonly ms: number; readonly timedOut: () => Error },
   ): Promise<Extract<ControlReply, { _tag: T }>> {
-    if (!record.alive) return Promise.reject(new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id }))
+    if (!record.alive) return Promise.reject(dead(record))
     const reply = this.requests.request((reqId) => record.control.send(message(reqId)), { peer: record.id, ...(timeout ? { timeout } : {}) })
     return reply.then((r) => {
       if (r._tag !== replyTag) throw new ProtocolError({ message: `${record.id} answered a request of the driver with ${r._tag}, not ${replyTag}` })
       return r as Extract<ControlReply, { _tag: T }>
+    })
+  }
+
+  /**
+   * Fails with CrossHostError when `transport` moves bytes within one machine only and the processes
+   * (actors, or "driver") are not all on one: it names their hosts.
+   */
+  requireSameHost(transport: string, processIds: ReadonlyArray<string>): void {
+    if (this.driver.runtime.transport(transport).capabilities.sameHost !== true) return
+    const where = (id: string) => this.actors.get(id)?.process.host ?? "driver"
+    const hosts = [...new Set(processIds.map(where))]
+    if (hosts.length < 2) return
+    throw new CrossHostError({
+      message: `"${transport}" moves bytes within one machine, and ${processIds.map((id) => `${id} is on ${where(id)}`).join(", ")}: use a transport that crosses hosts (object-store, gloo, nixl) between hosts ${hosts.join(" and ")}`,
+      transport,
+      hosts,
     })
   }
 
@@ -346,12 +394,12 @@ export class ActorProcesses {
   }
 
   /** Marks an actor dead (once), ends its process, fails the requests it was to answer and tells the driver. */
-  died(record: ActorRecord, error: Error | undefined, code?: number | null, signal?: NodeJS.Signals | null): void {
+  died(record: ActorRecord, error: Error | undefined, exit?: string): void {
     if (!record.alive) return
     record.alive = false
-    const how = error ? `: ${error.message}` : code !== undefined ? ` (exit code ${code}, signal ${signal})` : ""
-    const died = new ActorDiedError({ message: `actor ${record.id} died${how}`, actor: record.id })
-    if (!this.driver.identity.closed) record.child.kill("SIGKILL")
+    const how = error ? `: ${error.message}` : (exit ?? "")
+    const died = new ActorDiedError({ message: `actor ${record.id}${onHost(record.process.host)} died${how}`, actor: record.id })
+    if (!this.driver.identity.closed) record.process.kill()
     this.requests.failPeer(record.id, died)
     this.events.died(record, died)
   }
@@ -365,12 +413,12 @@ export class ActorProcesses {
     for (const r of records) if (r.alive) r.control.send({ _tag: "Shutdown" } satisfies ToActor)
     // An actor still starting holds nothing yet: it ends at once.
     const starting = [...this.starting]
-    for (const r of starting) r.child.kill("SIGKILL")
+    for (const r of starting) r.process.kill()
     await Promise.all(
       [...records, ...starting].map(async (r) => {
         await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
-        if (r.child.exitCode !== null || r.child.signalCode !== null) return
-        r.child.kill("SIGKILL")
+        if (r.process.ended()) return
+        r.process.kill()
         await settledWithin([r.exited], SHUTDOWN_GRACE_MS)
       }),
     )

@@ -3,7 +3,7 @@
  * them: sends, broadcasts, group creation and destruction. An agent that creates a group also sends
  * the driver its blobs of the group's rendezvous over the same connection.
  */
-import { type Connection, connect } from "../connection.js"
+import { type Connection, type TlsClient, connect } from "../connection.js"
 import { type AgentReply, type AgentRequest, type AllGather, type AllGathered, MAX_AGENT_REQUEST_BYTES, decodeAgentReply } from "../messages.js"
 import { Requests } from "../requests.js"
 import type { ActorRecord } from "./ActorProcesses.js"
@@ -18,6 +18,8 @@ export class AgentLinks {
   constructor(
     /** An agent's blob for a round of its group's all-gather; `reply` answers it over the same connection. */
     private readonly onAllGather: (record: ActorRecord, message: AllGather, reply: (answer: AllGathered) => void) => void,
+    /** The driver's credentials in a cluster across hosts, whose actors' agents listen under mutual TLS. */
+    private readonly tlsClient: TlsClient | undefined,
   ) {}
 
   private connection(record: ActorRecord): Promise<Connection> {
@@ -38,7 +40,7 @@ export class AgentLinks {
         onClose: () => {
           this.connections.delete(record.id)
         },
-      })
+      }, this.tlsClient)
       this.connections.set(record.id, connection)
     }
     return connection

@@ -5,7 +5,7 @@
  * where the transport allows; a call's result, cancellation, and its actor's death settle it.
  */
 import { type CallOptions, methodOf } from "../../Actor.js"
-import { ActorDiedError, CancelledError, MissingGroupError } from "../../Errors.js"
+import { type ActorDiedError, CancelledError, MissingGroupError } from "../../Errors.js"
 import { ObjectRef, requireOpen, requireUsableRef } from "../../ObjectRef.js"
 import { MAX_VALUE_BYTES, tooLarge } from "../frame.js"
 import type { FromActor, ObjectInfo, ToActor } from "../messages.js"
@@ -15,7 +15,7 @@ import { tensorMeta } from "../tensorMeta.js"
 import { objectStoreName } from "../transportRegistry.js"
 import { encodeValue } from "../valueCodec.js"
 import { fromWireError } from "../wireError.js"
-import type { ActorProcesses, ActorRecord } from "./ActorProcesses.js"
+import { type ActorProcesses, type ActorRecord, dead } from "./ActorProcesses.js"
 import type { AgentLinks } from "./AgentLinks.js"
 import type { DriverContext } from "./DriverContext.js"
 import type { Groups } from "./Groups.js"
@@ -60,6 +60,7 @@ export class Dispatch {
     for (const entry of argEntries) {
       // The producer has the very tensors; a receiver of a broadcast keeps its copy: no transfer either way.
       if (entry.producer === record.id || entry.copies.has(record.id)) continue
+      this.processes.requireSameHost(entry.transport, [entry.producer, record.id])
       const capabilities = this.runtime.transport(entry.transport).capabilities
       if (capabilities.oneSided) continue
       const group = this.groups.groupOf(entry.transport, entry.producer, record.id)
@@ -100,7 +101,7 @@ export class Dispatch {
       if (entry.state !== "pending") throw entry.error!
       const ready = await args
       const failed = ready.find((e) => e.state === "failed")
-      if (!record.alive) throw new ActorDiedError({ message: `actor ${record.id} is dead`, actor: record.id })
+      if (!record.alive) throw dead(record)
       if (failed !== undefined) throw failed.error!
       for (const e of ready) this.noteTaker(e, record.id)
       const refs: Array<ObjectInfo> = ready.map((e) => {

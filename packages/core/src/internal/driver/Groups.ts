@@ -82,6 +82,7 @@ export class Groups {
     }
     const records = actors.map((a) => this.processes.actorOf(a))
     const members = records.map((r) => r.id)
+    this.processes.requireSameHost(backend, members)
     const twice = members.find((m, i) => members.indexOf(m) !== i)
     if (twice !== undefined) throw new GroupConflictError({ message: `${twice} is listed twice: list each actor of a group once`, backend })
     const name = options.name ?? `${backend}-${this.nextName++}`

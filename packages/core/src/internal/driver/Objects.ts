@@ -3,7 +3,7 @@
  * that holds a copy; the driver's own `get`, `put` and `broadcast`; the actors' puts, resolves and
  * borrows; and what an actor's death does to the objects it produced and borrowed.
  */
-import { type ActorDiedError, MissingGroupError, ObjectFreedError, ProtocolError, TimeoutError, UnsupportedOperationError } from "../../Errors.js"
+import { type ActorDiedError, MissingGroupError, ObjectLostError, ObjectFreedError, ProtocolError, TimeoutError, UnsupportedOperationError } from "../../Errors.js"
 import type { GetOptions, PutOptions } from "../../InActor.js"
 import { ObjectRef } from "../../ObjectRef.js"
 import type { FromActor, ObjectInfo, ToActor } from "../messages.js"
@@ -96,6 +96,7 @@ export class Objects {
               : error
           })
           if (entry.state === "failed") throw entry.error!
+          if (options.useObjectStore !== true) this.processes.requireSameHost(entry.transport, [entry.producer, "driver"])
           return { info: entry.info!, done }
         } catch (error) {
           done()
@@ -130,6 +131,7 @@ export class Objects {
       if (ready.state === "failed") throw ready.error!
       const info = ready.info!
       const records = receiving.filter((r) => r.id !== entry.producer && !entry.copies.has(r.id))
+      this.processes.requireSameHost(entry.transport, [entry.producer, ...records.map((r) => r.id)])
       const transport = this.driver.runtime.transport(entry.transport)
       const timeoutMs = limitMs ?? this.driver.transferTimeoutMs
       if (transport.capabilities.oneSided) {
@@ -221,10 +223,16 @@ export class Objects {
   }
 
   /** A dead actor's objects fail (but small object-store values, whose bytes the driver holds), and its borrows end. */
-  actorDied(actorId: string, died: ActorDiedError): void {
+  actorDied(actorId: string, died: ActorDiedError, host: string | undefined): void {
     for (const entry of this.driver.directory.values()) {
       if (entry.producer !== actorId) continue
-      if (entry.state === "pending" || entry.info?.inline === undefined) this.driver.directory.fail(entry, died)
+      // Small object-store values, whose bytes the driver holds, stay readable.
+      if (entry.state !== "pending" && entry.info?.inline !== undefined) continue
+      const lost =
+        entry.state !== "pending" && host !== undefined
+          ? new ObjectLostError({ message: `object ${entry.id} was on host ${host} with its producer ${actorId}, which died: ${died.message}`, objectId: entry.id, host })
+          : died
+      this.driver.directory.fail(entry, lost)
     }
     this.driver.directory.dropBorrower(actorId)
   }

@@ -1,0 +1,232 @@
+/**
+ * `tensorlane cluster init` and core's cluster config: what init writes loads, every certificate and
+ * key it writes works for mutual TLS, and a config, certificate or key that is missing, malformed,
+ * of another cluster, outside its dates or of another member is refused with a typed error.
+ */
+import { X509Certificate } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as tls from "node:tls"
+import { type ClusterConfig, loadClusterConfig, tlsOptionsFor } from "@tensorlane/core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { rejection, thrown } from "../../core/test/helpers/errors.ts"
+import { type ClusterInitOptions, initCluster } from "../src/ClusterInit.ts"
+import { UsageError } from "../src/Errors.ts"
+import { tensorlane } from "./cli.ts"
+
+const options = (out: string, name = "lab"): ClusterInitOptions => ({
+  out,
+  name,
+  hosts: [
+    { name: "h1", address: "127.0.0.1", interface: "lo" },
+    { name: "h2", address: "127.0.0.2", interface: "lo" },
+  ],
+  drivers: ["driver"],
+  port: 7400,
+  postgres: { host: "127.0.0.1", port: 5432, database: "tensorlane", user: "tensorlane" },
+  days: 30,
+})
+
+let root: string
+let lab: ClusterConfig
+let other: ClusterConfig
+beforeAll(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "tl-cluster-test-"))
+  lab = await initCluster(options(path.join(root, "lab")))
+  other = await initCluster(options(path.join(root, "other"), "other"))
+})
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }))
+
+/** A copy of the lab cluster's folder, changed by `edit`, whose cluster.json is returned. */
+const variant = (edit: (dir: string, config: Record<string, any>) => void): string => {
+  const dir = fs.mkdtempSync(path.join(root, "variant-"))
+  fs.cpSync(path.join(root, "lab"), dir, { recursive: true })
+  const file = path.join(dir, "cluster.json")
+  const config = JSON.parse(fs.readFileSync(file, "utf8"))
+  edit(dir, config)
+  fs.writeFileSync(file, JSON.stringify(config))
+  return file
+}
+
+/** A TLS server of `server` on 127.0.0.1 and a client of `client` to it; what each side saw. */
+const handshake = async (
+  server: tls.TlsOptions,
+  client: tls.ConnectionOptions,
+  authorize: (socket: tls.TLSSocket) => string,
+): Promise<{ readonly peer: string | Error; readonly client: "connected" | Error }> => {
+  let peer: string | Error = new Error("no connection")
+  const listener = tls.createServer(server, (socket) => {
+    try {
+      peer = authorize(socket)
+    } catch (error) {
+      peer = error as Error
+    }
+    socket.end("ok")
+  })
+  listener.on("tlsClientError", (error) => {
+    peer = error
+  })
+  await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve))
+  const port = (listener.address() as { port: number }).port
+  const result = await new Promise<"connected" | Error>((resolve) => {
+    const socket = tls.connect({ ...client, host: "127.0.0.1", port }, () => {
+      socket.once("data", () => {
+        socket.end()
+        resolve("connected")
+      })
+    })
+    socket.on("error", resolve)
+    socket.on("close", () => resolve(new Error("closed before data")))
+  })
+  await new Promise((resolve) => listener.close(resolve))
+  return { peer, client: result }
+}
+
+describe("cluster init", () => {
+  it("writes a config that loads, keys readable by their owner only", () => {
+    expect(lab.name).toBe("lab")
+    expect(lab.hosts.map((h) => [h.name, h.address, h.port, h.interface])).toEqual([
+      ["h1", "127.0.0.1", 7400, "lo"],
+      ["h2", "127.0.0.2", 7400, "lo"],
+    ])
+    expect(lab.drivers.map((d) => d.name)).toEqual(["driver"])
+    expect(lab.postgres.password).toMatch(/^[A-Za-z0-9_-]{32}$/)
+    const dir = path.join(root, "lab")
+    const modes = Object.fromEntries(
+      ["ca.key", "ca.pem", "hosts/h1.key", "hosts/h2.key", "drivers/driver.key", "postgres/server.key", "postgres/password", "hosts/h1.pem"].map((f) => [
+        f,
+        (fs.statSync(path.join(dir, f)).mode & 0o777).toString(8),
+      ]),
+    )
+    expect(modes).toEqual({
+      "ca.key": "600",
+      "ca.pem": "644",
+      "hosts/h1.key": "600",
+      "hosts/h2.key": "600",
+      "drivers/driver.key": "600",
+      "postgres/server.key": "600",
+      "postgres/password": "600",
+      "hosts/h1.pem": "644",
+    })
+    const postgresCert = new X509Certificate(fs.readFileSync(path.join(dir, "postgres/server.pem")))
+    expect(postgresCert.checkIP("127.0.0.1")).toBe("127.0.0.1")
+    expect(postgresCert.checkIssued(new X509Certificate(lab.ca))).toBe(true)
+  })
+
+  it("refuses a folder that is not empty, bad names and addresses, and repeated names, writing nothing", async () => {
+    expect(await rejection(initCluster(options(path.join(root, "lab"))))).toBeInstanceOf(UsageError)
+    const fresh = path.join(root, "fresh")
+    for (const bad of [
+      { ...options(fresh), hosts: [{ name: "H 1", address: "10.0.0.1", interface: "eth0" }] },
+      { ...options(fresh), hosts: [{ name: "h1", address: "0.0.0.0", interface: "eth0" }] },
+      { ...options(fresh), hosts: [{ name: "h1", address: "not-an-ip", interface: "eth0" }] },
+      { ...options(fresh), drivers: ["h1"] },
+      { ...options(fresh), port: 70000 },
+      { ...options(fresh), days: 0 },
+    ]) {
+      expect(await rejection(initCluster(bad))).toBeInstanceOf(UsageError)
+    }
+    expect(fs.existsSync(fresh)).toBe(false)
+  })
+
+  it("makes, from the command line of docs/multi-host.md, the config that the guide shows", async () => {
+    const guide = (name: string) => fs.readFileSync(new URL(`../../../docs/snippets/multi-host/${name}`, import.meta.url), "utf8")
+    const line = guide("cluster-init.sh").replace(/\\\n\s*/g, "").trim().split(/\s+/)
+    expect(line.slice(0, 2)).toEqual(["npx", "tensorlane"])
+    const args = line.slice(2)
+    const out = path.join(root, "guide")
+    args[args.indexOf("--out") + 1] = out
+    const run = await tensorlane(args)
+    expect(run.stderr).toBe("")
+    const written = JSON.parse(fs.readFileSync(path.join(out, "cluster.json"), "utf8"))
+    const shown = JSON.parse(guide("cluster.json"))
+    expect({ ...written, hosts: written.hosts.slice(0, shown.hosts.length) }).toEqual(shown)
+  })
+
+  it("runs from the command line", async () => {
+    const out = path.join(root, "cli")
+    const run = await tensorlane(["cluster", "init", "--hosts", "a=10.0.0.1@eth1,b=10.0.0.2", "--drivers", "d1,d2", "--out", out, "--name", "lab2"])
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    const config = loadClusterConfig(path.join(out, "cluster.json"))
+    expect(config.hosts.map((h) => `${h.name}=${h.address}@${h.interface}`)).toEqual(["a=10.0.0.1@eth1", "b=10.0.0.2@eth0"])
+    expect(config.drivers.map((d) => d.name)).toEqual(["d1", "d2"])
+    expect(config.postgres).toMatchObject({ host: "10.0.0.1", port: 5432 })
+    const bad = await tensorlane(["cluster", "init", "--hosts", "a", "--out", path.join(root, "cli2")])
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toMatch(/^UsageError: --hosts a: name=address/)
+  })
+})
+
+describe("loadClusterConfig", () => {
+  const expectError = (file: string, tag: string, message: RegExp) => {
+    const error = thrown(() => loadClusterConfig(file))
+    expect(error).toMatchObject({ _tag: tag })
+    expect((error as Error).message).toMatch(message)
+  }
+
+  it("refuses a config that is missing, a folder, not JSON or not the Schema", () => {
+    expectError(path.join(root, "nowhere.json"), "ClusterConfigError", /does not exist/)
+    expectError(path.join(root, "lab"), "ClusterConfigError", /is not a file/)
+    const notJson = path.join(root, "not.json")
+    fs.writeFileSync(notJson, "{")
+    expectError(notJson, "ClusterConfigError", /is not JSON/)
+    expectError(variant((_, c) => (c.hosts[0].address = "0.0.0.0")), "ClusterConfigError", /0\.0\.0\.0/)
+    expectError(variant((_, c) => (c.hosts[0].port = 0)), "ClusterConfigError", /invalid/)
+    expectError(variant((_, c) => (c.hosts = [])), "ClusterConfigError", /invalid/)
+    expectError(variant((_, c) => (c.extra = 1)), "ClusterConfigError", /invalid/)
+    expectError(variant((_, c) => (c.drivers[0].name = "h2")), "ClusterConfigError", /h2 more than once/)
+    expectError(variant((_, c) => (c.hosts[1].address = "127.0.0.1")), "ClusterConfigError", /more than one host/)
+  })
+
+  it("refuses a missing password file or an empty password", () => {
+    expectError(variant((dir) => fs.rmSync(path.join(dir, "postgres/password"))), "ClusterConfigError", /password file .* does not exist/)
+    expectError(variant((dir) => fs.writeFileSync(path.join(dir, "postgres/password"), "\n")), "ClusterConfigError", /one non-empty line/)
+  })
+
+  it("refuses a certificate that is missing, malformed, of another cluster, of another member or expired", () => {
+    expectError(variant((dir) => fs.rmSync(path.join(dir, "hosts/h2.pem"))), "CertificateError", /certificate of h2 .* does not exist/)
+    expectError(variant((dir) => fs.writeFileSync(path.join(dir, "hosts/h2.pem"), "garbage")), "CertificateError", /not a PEM certificate/)
+    expectError(variant((dir) => fs.copyFileSync(path.join(root, "other/hosts/h2.pem"), path.join(dir, "hosts/h2.pem"))), "CertificateError", /not signed by the cluster's CA/)
+    expectError(variant((dir) => fs.copyFileSync(path.join(dir, "hosts/h1.pem"), path.join(dir, "hosts/h2.pem"))), "CertificateError", /does not name h2/)
+    expectError(variant((_, c) => (c.hosts[1].address = "127.0.0.3")), "CertificateError", /does not name its address 127\.0\.0\.3/)
+    expectError(variant((_, c) => (c.ca = "hosts/h1.pem")), "CertificateError", /is not a CA certificate/)
+    const later = new Date(Date.now() + 31 * 86_400_000)
+    expect(thrown(() => loadClusterConfig(lab.file, later))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/expired at/) })
+    const earlier = new Date(Date.now() - 86_400_000)
+    expect(thrown(() => loadClusterConfig(lab.file, earlier))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/valid only from/) })
+  })
+})
+
+describe("tlsOptionsFor", () => {
+  it("connects a driver to a host with mutual TLS; each side knows the other by its member name", async () => {
+    const host = tlsOptionsFor(lab, "h1")
+    const driver = tlsOptionsFor(lab, "driver")
+    expect(await handshake(host.server, driver.client("h1"), host.peerName)).toEqual({ peer: "driver", client: "connected" })
+    expect(await handshake(driver.server, tlsOptionsFor(lab, "h2").client("driver"), driver.peerName)).toEqual({ peer: "h2", client: "connected" })
+  })
+
+  it("refuses a client of another cluster, a client without a certificate, and a server that is not the peer asked for", async () => {
+    const host = tlsOptionsFor(lab, "h1")
+    const stranger = await handshake(host.server, tlsOptionsFor(other, "driver").client("h1"), host.peerName)
+    expect(stranger.client).toBeInstanceOf(Error)
+    expect(stranger.peer).toBeInstanceOf(Error)
+    const { key: _key, cert: _cert, ...anonymous } = tlsOptionsFor(lab, "driver").client("h1")
+    const bare = await handshake(host.server, anonymous, host.peerName)
+    expect(bare.client).toBeInstanceOf(Error)
+    const wrong = await handshake(host.server, tlsOptionsFor(lab, "driver").client("h2"), host.peerName)
+    expect(wrong.client).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/does not name h2/) })
+  })
+
+  it("refuses an unknown identity and a key that is missing, readable by others or of another member", () => {
+    expect(thrown(() => tlsOptionsFor(lab, "h9"))).toMatchObject({ _tag: "CertificateError", identity: "h9" })
+    const edited = (edit: (dir: string) => void) => loadClusterConfig(variant(edit))
+    const missing = edited((dir) => fs.rmSync(path.join(dir, "hosts/h1.key")))
+    expect(thrown(() => tlsOptionsFor(missing, "h1"))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/does not exist/) })
+    const open = edited((dir) => fs.chmodSync(path.join(dir, "hosts/h1.key"), 0o644))
+    expect(thrown(() => tlsOptionsFor(open, "h1"))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/readable by other users/) })
+    const swapped = edited((dir) => fs.copyFileSync(path.join(dir, "hosts/h2.key"), path.join(dir, "hosts/h1.key")))
+    expect(thrown(() => tlsOptionsFor(swapped, "h1"))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/not the key of the certificate/) })
+  })
+})

@@ -1,0 +1,129 @@
+/**
+ * Failures of a cluster across hosts, each with its timing: a host that dies, a link that goes
+ * down, a driver killed, a node restarted. The bounds are the documented ones
+ * (docs/failures-and-timeouts.md): a host's actors fail within 5 s, a dead driver's actors end
+ * within 10 s.
+ */
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { ActorDiedError, ObjectLostError } from "@tensorlane/core"
+import { describe, expect, it } from "vitest"
+import { HostWorker } from "../fixtures/hostActors.ts"
+import { digest, sample } from "../fixtures/samples.ts"
+import { sleep } from "../helpers.ts"
+import { harnessUnavailable } from "./harness.ts"
+import { HOST_TRANSPORTS, alive, startNode, stopNode, useHosts } from "./nodes.ts"
+
+const unavailable = harnessUnavailable()
+if (unavailable !== undefined) console.warn(`skipping the multi-host failure tests: ${unavailable}`)
+
+const ABANDONED_DRIVER = fileURLToPath(new URL("fixtures/abandonedDriver.ts", import.meta.url))
+const N = 1 << 16
+
+/** Milliseconds until `promise` rejects, and its error. */
+const timedRejection = async (promise: Promise<unknown>): Promise<{ ms: number; error: unknown }> => {
+  const t0 = Date.now()
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  return { ms: Date.now() - t0, error }
+}
+
+describe.skipIf(unavailable !== undefined)("failures of a cluster across 3 hosts", () => {
+  const hosts = useHosts({ hosts: 3 }, HOST_TRANSPORTS)
+
+  it("a host that dies: its actors fail with ActorDiedError naming it within 5 s, its objects with ObjectLostError; the rest goes on, and a group without it can be made", async () => {
+    const [a, b, c] = await hosts.cluster.spawn(HostWorker, { count: 3 })
+    const group = await hosts.cluster.createCollectiveGroup([a!, b!, c!], { backend: "gloo" })
+    const held = b!.objectStore(N, 1)
+    await hosts.cluster.get(a!.digest(held))
+    // b waits in the allreduce for ranks that never join.
+    const pending = timedRejection(hosts.cluster.get(b!.allreduce(group.name, 1 << 20)))
+    // The host dies with every process on it: the node and the actors.
+    await hosts.env.kill("h2")
+    const died = await pending
+    expect(died.error).toBeInstanceOf(ActorDiedError)
+    expect((died.error as ActorDiedError).message).toMatch(/host h2/)
+    expect(died.ms).toBeLessThan(5_000)
+    const later = await hosts.cluster.get(b!.digest(held)).catch((e: unknown) => e)
+    expect(later).toBeInstanceOf(ActorDiedError)
+    expect((later as ActorDiedError).message).toMatch(/host h2/)
+    const lost = await hosts.cluster.get(held).catch((e: unknown) => e)
+    expect(lost).toBeInstanceOf(ObjectLostError)
+    expect((lost as ObjectLostError).host).toBe("h2")
+    // h1 and h3 go on, and move objects between them.
+    const want = digest({ f: sample("float32", N, 3), i: [sample("int64", N / 2, 4)], b: sample("uint8", 64, 5) })
+    expect(await hosts.cluster.get(c!.digest(a!.objectStore(N, 3)))).toEqual(want)
+    // The group that held h2 is broken; once destroyed, one without h2 can be made and used (ranks add 1 and 3).
+    await expect(hosts.cluster.get([a!.allreduce(group.name, 16), c!.allreduce(group.name, 16)])).rejects.toThrow()
+    await group.destroy()
+    const smaller = await hosts.cluster.createCollectiveGroup([a!, c!], { backend: "gloo" })
+    expect(await hosts.cluster.get([a!.allreduce(smaller.name, 16), c!.allreduce(smaller.name, 16)])).toEqual([[4, 4, 4, 4], [4, 4, 4, 4]])
+    // A node started again on h2 rejoins: actors are placed there again.
+    hosts.nodes.set("h2", await startNode(hosts.env, "h2"))
+    const [again] = await hosts.cluster.spawn(HostWorker, { host: "h2" })
+    expect(await hosts.cluster.get(again!.digest(a!.objectStore(N, 3)))).toEqual(want)
+    held.release()
+    await Promise.all([a, c, again].map((x) => hosts.cluster.kill(x!)))
+  })
+
+  it("a link taken down: the host's actors fail within 5 s; its node ends the driver's actors there; it serves again once the link is back", async () => {
+    const [onH3] = await hosts.cluster.spawn(HostWorker, { host: "h3" })
+    const { pid } = await hosts.cluster.get(onH3!.where())
+    hosts.env.linkDown("h3")
+    try {
+      const died = await timedRejection(hosts.cluster.get(onH3!.busy(60_000)))
+      expect(died.error).toBeInstanceOf(ActorDiedError)
+      expect((died.error as ActorDiedError).message).toMatch(/host h3/)
+      expect(died.ms).toBeLessThan(5_000)
+      // hosts() waits for the cut-off host no longer than a session's opening.
+      const t0 = Date.now()
+      expect((await hosts.cluster.hosts()).map((h) => h.name)).toEqual(["h1", "h2"])
+      expect(Date.now() - t0).toBeLessThan(6_000)
+      // The node, cut off from the driver as well, ends the driver's actor on its own.
+      const deadline = Date.now() + 10_000
+      while (alive(pid) && Date.now() < deadline) await sleep(100)
+      expect(alive(pid)).toBe(false)
+    } finally {
+      hosts.env.linkUp("h3")
+    }
+    const [back] = await hosts.cluster.spawn(HostWorker, { host: "h3" })
+    expect((await hosts.cluster.get(back!.where())).glooHost).toBe(hosts.env.hosts[2]!.address)
+    await hosts.cluster.kill(back!)
+  })
+
+  it("a driver that dies: every node ends its actors within 10 s", async () => {
+    const driver = spawn(process.execPath, ["--import", "tsx", ABANDONED_DRIVER, hosts.env.clusterFile, "h1", "h3"], { stdio: ["ignore", "pipe", "inherit"] })
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = ""
+      driver.stdout!.on("data", (chunk: Buffer) => {
+        out += chunk.toString()
+        if (out.includes("\n")) resolve(out.split("\n")[0]!)
+      })
+      driver.once("exit", (code) => reject(new Error(`the driver exited (${code}) before its actors started`)))
+    })
+    const { pids } = JSON.parse(line) as { pids: Array<number> }
+    expect(pids.every(alive)).toBe(true)
+    const t0 = Date.now()
+    driver.kill("SIGKILL")
+    while (pids.some(alive) && Date.now() - t0 < 15_000) await sleep(100)
+    expect(pids.filter(alive)).toEqual([])
+    expect(Date.now() - t0).toBeLessThan(10_000)
+  })
+
+  it("a node ended with SIGTERM ends the actors it started, which the driver sees die; started again, it serves", async () => {
+    const [onH1] = await hosts.cluster.spawn(HostWorker, { host: "h1" })
+    const { pid } = await hosts.cluster.get(onH1!.where())
+    const call = timedRejection(hosts.cluster.get(onH1!.busy(60_000)))
+    await stopNode(hosts.nodes.get("h1")!)
+    expect(alive(pid)).toBe(false)
+    const died = await call
+    expect(died.error).toBeInstanceOf(ActorDiedError)
+    expect((died.error as ActorDiedError).message).toMatch(/host h1/)
+    hosts.nodes.set("h1", await startNode(hosts.env, "h1"))
+    const [again] = await hosts.cluster.spawn(HostWorker, { host: "h1" })
+    expect((await hosts.cluster.get(again!.where())).glooHost).toBe(hosts.env.hosts[0]!.address)
+    await hosts.cluster.kill(again!)
+  })
+})
