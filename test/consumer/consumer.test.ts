@@ -66,7 +66,10 @@ const empty = join(root, "empty")
 let registry: ChildProcess | undefined
 let registryUrl = ""
 
-/** Synchronous, for signal handlers: SIGKILL ends a namespace's every process through unshare's --kill-child. */
+/**
+ * Synchronous, for signal handlers and process exit (a vitest worker whose runner went away exits without
+ * running afterAll): SIGKILL ends a namespace's every process through unshare's --kill-child.
+ */
 const tearDownNow = () => {
   for (const child of running) child.kill("SIGKILL")
   registry?.kill("SIGKILL")
@@ -78,6 +81,7 @@ const onSignal = (signal: NodeJS.Signals) => {
 }
 process.once("SIGINT", onSignal)
 process.once("SIGTERM", onSignal)
+process.once("exit", tearDownNow)
 
 /** The environment of a user's shell: nothing from this repository, npm's run or Python; the machine's TLS and proxy settings kept. */
 const userEnv = (): NodeJS.ProcessEnv => ({
@@ -193,6 +197,7 @@ beforeAll(async () => {
 afterAll(async () => {
   process.removeListener("SIGINT", onSignal)
   process.removeListener("SIGTERM", onSignal)
+  process.removeListener("exit", tearDownNow)
   const exited = registry === undefined || registry.exitCode !== null ? Promise.resolve() : new Promise((resolve) => registry!.once("exit", resolve))
   registry?.kill("SIGTERM")
   await exited
