@@ -16,8 +16,9 @@ need_node() {
 }
 need_node
 
-# System libraries of the native transports (Debian packages; root or sudo).
-system_packages=(libgloo-dev cmake g++ make)
+# System libraries of the native transports and the tools that build and bundle them (Debian packages;
+# root or sudo): patchelf gives the platform packages their $ORIGIN RUNPATH.
+system_packages=(libgloo-dev cmake g++ make patchelf)
 missing=()
 for package in "${system_packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -11,3 +11,9 @@ export class BenchTransportError extends Schema.TaggedError<BenchTransportError>
   message: Schema.String,
   transport: Schema.String,
 }) {}
+
+/** `tensorlane build` could not build an addon: what this machine lacks (each with its fix), or the compiler's failure. */
+export class BuildError extends Schema.TaggedError<BuildError>()("BuildError", {
+  message: Schema.String,
+  missing: Schema.Array(Schema.String),
+}) {}

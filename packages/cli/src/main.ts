@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 /**
- * The tensorlane command: `doctor` and `bench` (USAGE says what each does). Errors of the command
+ * The tensorlane command: `doctor`, `bench` and `build` (USAGE says what each does). Errors of the command
  * line print `<_tag>: <message>` and exit with 2.
  */
 import * as fs from "node:fs"
+import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { runBench } from "./Bench.js"
 import { formatTable } from "./BenchReport.js"
+import { runBuild } from "./Build.js"
 import { formatDoctor, runDoctor } from "./Doctor.js"
-import { BenchTransportError, UsageError } from "./Errors.js"
+import { BenchTransportError, BuildError, UsageError } from "./Errors.js"
 import { progressBar } from "./ProgressBar.js"
 import { parseSizes } from "./Sizes.js"
 import { renderSvg } from "./SvgChart.js"
@@ -24,7 +26,11 @@ const USAGE = `usage:
       size, more until they add up to --min-time-ms, next to memcpy, TCP loopback and raw Gloo
       measured in the same run; default transports: object-store and every CPU transport that
       doctor finds ready; --modules: more transport modules to load (your own transport);
-      --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)`
+      --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)
+  tensorlane build <gloo|nixl|nccl|symmetric-mem|package name>
+      builds the transport's addon from the sources its package ships, into the per-user cache
+      (\$XDG_CACHE_HOME/tensorlane, else ~/.cache/tensorlane), for a machine that no prebuilt platform
+      package covers; needs cmake, a C++ compiler and the transport's system libraries (gloo: libgloo-dev)`
 
 const count = (name: string, text: string, min: number): number => {
   const n = Number(text)
@@ -102,10 +108,18 @@ const bench = async (args: ReadonlyArray<string>): Promise<void> => {
   if (values.svg !== undefined) fs.writeFileSync(values.svg, renderSvg(result))
 }
 
+const build = async (args: ReadonlyArray<string>): Promise<void> => {
+  const { positionals } = usage(() => parseArgs({ args: [...args], options: {}, allowPositionals: true }))
+  if (positionals.length !== 1) throw new UsageError({ message: `tensorlane build takes one transport\n${USAGE}` })
+  const built = await runBuild(positionals[0], process.cwd())
+  console.log(`built ${built.packageName}@${built.version}: ${built.files.map((f) => join(built.dir, f)).join(", ")}`)
+}
+
 const main = async (argv: ReadonlyArray<string>): Promise<void> => {
   const [command, ...rest] = argv
   if (command === "doctor") return doctor(rest)
   if (command === "bench") return bench(rest)
+  if (command === "build") return build(rest)
   if (command === undefined || command === "help" || command === "--help" || command === "-h") {
     console.log(USAGE)
     return
@@ -117,7 +131,7 @@ main(process.argv.slice(2)).then(
   // Actor processes and native threads are gone once the cluster shut down; exit without waiting for stray handles.
   () => process.exit(0),
   (error: unknown) => {
-    if (error instanceof UsageError || error instanceof BenchTransportError) {
+    if (error instanceof UsageError || error instanceof BenchTransportError || error instanceof BuildError) {
       console.error(`${error._tag}: ${error.message}`)
       process.exit(2)
     }

@@ -16,13 +16,18 @@ set(TENSORLANE_KIT ${CMAKE_CURRENT_LIST_DIR})
 
 function(tensorlane_addon name)
   cmake_parse_arguments(ADDON "" "" "LIBS" ${ARGN})
-  # node-addon-api is a devDependency of each addon package; ask node where npm put it (hoisted or not).
-  execute_process(
-    COMMAND node -p "require('path').dirname(require.resolve('node-addon-api/package.json'))"
-    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
-    OUTPUT_VARIABLE node_addon_api_dir
-    OUTPUT_STRIP_TRAILING_WHITESPACE
-    COMMAND_ERROR_IS_FATAL ANY)
+  # `tensorlane build` names the node-addon-api it depends on (-DNODE_ADDON_API_DIR); otherwise ask
+  # node where npm put it for the package (the repository's, hoisted or not).
+  if(DEFINED NODE_ADDON_API_DIR)
+    set(node_addon_api_dir ${NODE_ADDON_API_DIR})
+  else()
+    execute_process(
+      COMMAND node -p "require('path').dirname(require.resolve('node-addon-api/package.json'))"
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+      OUTPUT_VARIABLE node_addon_api_dir
+      OUTPUT_STRIP_TRAILING_WHITESPACE
+      COMMAND_ERROR_IS_FATAL ANY)
+  endif()
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/native/*.cc ${TENSORLANE_KIT}/tensorlane/*.cc)
   add_library(${name} SHARED ${sources} ${CMAKE_JS_SRC})
   set_target_properties(${name} PROPERTIES PREFIX "" SUFFIX ".node" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)

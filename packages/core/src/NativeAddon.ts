@@ -1,15 +1,17 @@
 /**
- * Loading the native addon of a package: the candidates tried in order (an environment override,
- * then cmake-js's Release and Debug outputs) and a NativeLibraryError that lists them all, says why
- * each failed and how to fix it. Packages load their addon on first use (nativeAddon), so that
- * importing them never fails on a machine without their native library. The same for the shared
- * libraries those addons dlopen (libraryCandidates/loadNativeLibrary).
+ * Loading the native addon of a package: the candidates tried in order (an environment override
+ * alone; else the package's prebuilt platform package, the user cache's source build, and
+ * cmake-js's Release and Debug outputs in a checkout) and a NativeLibraryError that lists them all,
+ * says why each failed and how to fix it. Packages load their addon on first use (nativeAddon), so
+ * that importing them never fails on a machine without their native library. The same for the
+ * shared libraries those addons dlopen (libraryCandidates/loadNativeLibrary).
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { tensorlaneCacheDir } from "./CacheDir.js"
 import { NativeLibraryError } from "./Errors.js"
 import { readSetting, textSetting } from "./Settings.js"
 
@@ -22,10 +24,10 @@ interface NativeAddonSpec {
   readonly file: string
   /** An environment variable that may name a prebuilt addon: then the only candidate (an addon the user named is never silently replaced). */
   readonly overrideEnv: string
-  /** What to run when the addon is missing or broken. */
-  readonly fix: string
+  /** What a source build needs besides cmake and a C++ compiler (Debian's libgloo-dev, say). */
+  readonly buildNeeds?: string
   /** A more precise diagnosis of load failures (a missing shared library, say); undefined to keep the default. */
-  readonly explain?: (failures: ReadonlyArray<string>, tried: ReadonlyArray<string>) => NativeLibraryError | undefined
+  readonly explain?: AddonOptions["explain"]
 }
 
 /** The folder of `packageName` that holds the module at `moduleUrl` (run from src/ in tests, bundled in dist/). */
@@ -38,42 +40,135 @@ const packageRootOf = (moduleUrl: string, packageName: string): string => {
   }
 }
 
+interface AddonPackage {
+  readonly root: string
+  readonly version: string
+  readonly optionalDependencies: Readonly<Record<string, string>>
+}
+
+const addonPackageOf = (spec: NativeAddonSpec): AddonPackage => {
+  const root = packageRootOf(spec.moduleUrl, spec.packageName)
+  const manifest = (() => {
+    try {
+      return JSON.parse(fs.readFileSync(join(root, "package.json"), "utf8")) as { version?: unknown; optionalDependencies?: unknown }
+    } catch {
+      return {}
+    }
+  })()
+  return {
+    root,
+    version: typeof manifest.version === "string" ? manifest.version : "unversioned",
+    optionalDependencies: typeof manifest.optionalDependencies === "object" && manifest.optionalDependencies !== null ? (manifest.optionalDependencies as Record<string, string>) : {},
+  }
+}
+
+let tag: string | undefined
+
+/** This machine as platform packages name it: `linux-x64-gnu`, `linux-arm64-musl`, `darwin-arm64`. Asked once per process. */
+const platformTag = (): string => {
+  if (tag !== undefined) return tag
+  if (process.platform !== "linux") return (tag = `${process.platform}-${process.arch}`)
+  // Node's report names the glibc it runs on; musl has none.
+  const header = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header
+  return (tag = `linux-${process.arch}-${header?.glibcVersionRuntime !== undefined ? "gnu" : "musl"}`)
+}
+
+/** The prebuilt addon package of `packageName` for this machine (`@tensorlane/transport-gloo-linux-x64-gnu`). */
+const platformPackageOf = (packageName: string): string => `${packageName}-${platformTag()}`
+
+/**
+ * Where `npx tensorlane build` puts a source build of `packageName` at `version` for this machine:
+ * `<cache>/addons/<package name without @, / as ->@<version>/<platform>-<arch>`.
+ */
+export const sourceBuildDir = (packageName: string, version: string): string =>
+  join(tensorlaneCacheDir(), "addons", `${packageName.replace(/^@/, "").replace("/", "-")}@${version}`, `${process.platform}-${process.arch}`)
+
+/** The argument of `npx tensorlane build` for `packageName`: the short name of tensorlane's own packages, else the package name. */
+const buildArgumentOf = (packageName: string): string => packageName.replace(/^@tensorlane\/(transport-)?/, "")
+
+/** The repository that holds `root` when it is a checkout's package (packages/<dir> beside tools/setup.sh), else undefined. */
+const checkoutOf = (root: string): string | undefined => {
+  const repo = dirname(dirname(root))
+  return !root.split("/").includes("node_modules") && fs.existsSync(join(repo, "tools", "setup.sh")) ? repo : undefined
+}
+
 const overrideOf = (spec: NativeAddonSpec): string | undefined =>
   readSetting(textSetting(spec.overrideEnv, `the path of a built ${spec.file}`))
 
-/** Where the addon may be, in the order tried: the override alone when set, else cmake-js's Release and Debug outputs. */
-const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<string> => {
+interface Candidate {
+  readonly path: string
+  /** Why a candidate that is no file was not there ("not installed"); undefined for a plain path. */
+  readonly absent?: string
+}
+
+/**
+ * Where the addon may be, in the order tried: the override alone when set; else the platform
+ * package (resolved from the package, as npm installs it beside it or in it), the user cache's
+ * source build, and cmake-js's Release and Debug outputs (a checkout, or a build by hand).
+ */
+const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<Candidate> => {
   const override = overrideOf(spec)
-  if (override !== undefined) return [override]
-  const root = packageRootOf(spec.moduleUrl, spec.packageName)
-  return [join(root, "build", "Release", spec.file), join(root, "build", "Debug", spec.file)]
+  if (override !== undefined) return [{ path: override }]
+  const pkg = addonPackageOf(spec)
+  const out: Array<Candidate> = []
+  const platformPackage = platformPackageOf(spec.packageName)
+  if (platformPackage in pkg.optionalDependencies) {
+    try {
+      const manifest = createRequire(join(pkg.root, "package.json")).resolve(`${platformPackage}/package.json`)
+      out.push({ path: join(dirname(manifest), spec.file) })
+    } catch {
+      out.push({ path: `${platformPackage}/${spec.file}`, absent: "not installed" })
+    }
+  }
+  out.push({ path: join(sourceBuildDir(spec.packageName, pkg.version), spec.file) })
+  out.push({ path: join(pkg.root, "build", "Release", spec.file) }, { path: join(pkg.root, "build", "Debug", spec.file) })
+  return out
+}
+
+const describeCandidate = (candidate: Candidate): string => (candidate.absent !== undefined ? `${candidate.path} (${candidate.absent})` : candidate.path)
+
+/** What to run when no candidate loads: fixes that work where the package is installed, and the repository's own in a checkout. */
+const fixOf = (spec: NativeAddonSpec): string => {
+  const pkg = addonPackageOf(spec)
+  const platformPackage = platformPackageOf(spec.packageName)
+  const needs = `cmake and a C++ compiler${spec.buildNeeds !== undefined ? `, ${spec.buildNeeds}` : ""}`
+  const build = `npx tensorlane build ${buildArgumentOf(spec.packageName)} (a source build into ${sourceBuildDir(spec.packageName, pkg.version)}; needs ${needs})`
+  const fixes =
+    platformPackage in pkg.optionalDependencies
+      ? [`npm install ${platformPackage}@${pkg.optionalDependencies[platformPackage]} (the prebuilt addon for ${platformTag()})`, `or ${build}`]
+      : [`no prebuilt addon for ${platformTag()}: ${build}`]
+  const repo = checkoutOf(pkg.root)
+  if (repo !== undefined) fixes.push(`or, in the repository ${repo}: bash tools/setup.sh`)
+  return fixes.join(", ")
 }
 
 /** Requires the first candidate that loads; NativeLibraryError naming every candidate otherwise. */
 const requireNativeAddon = <A>(spec: NativeAddonSpec): { readonly addon: A; readonly path: string } => {
-  const tried = addonCandidates(spec)
+  const candidates = addonCandidates(spec)
+  const tried = candidates.map(describeCandidate)
   const require = createRequire(spec.moduleUrl)
   const failures: Array<string> = []
-  for (const path of tried.filter((p) => fs.existsSync(p))) {
+  for (const { path } of candidates.filter((c) => c.absent === undefined && fs.existsSync(c.path))) {
     try {
       return { addon: require(path) as A, path }
     } catch (error) {
       failures.push(`${path}: ${error instanceof Error ? error.message : String(error)}`)
     }
   }
-  const explained = failures.length > 0 ? spec.explain?.(failures, tried) : undefined
+  const fix = fixOf(spec)
+  const explained = failures.length > 0 ? spec.explain?.(failures, tried, fix) : undefined
   if (explained !== undefined) throw explained
   const override = overrideOf(spec)
   throw new NativeLibraryError({
     message:
       failures.length > 0
-        ? `the ${spec.packageName} addon cannot be loaded: ${failures.join("; ")}. Rebuild it: ${spec.fix}`
+        ? `the ${spec.packageName} addon cannot be loaded: ${failures.join("; ")}. Tried: ${tried.join(", ")}. Fix: ${fix}`
         : override !== undefined
-          ? `${spec.overrideEnv} names ${override}, which does not exist: point it at a built ${spec.file}, or unset it to use the package's own build (${spec.fix})`
-          : `the ${spec.packageName} addon is not built: no ${spec.file} at ${tried.join(", ")}. Build it: ${spec.fix}`,
+          ? `${spec.overrideEnv} names ${override}, which does not exist: point it at a built ${spec.file}, or unset it to use the installed addon (${fix})`
+          : `the ${spec.packageName} addon is not installed: no ${spec.file} at ${tried.join(", ")}. Fix: ${fix}`,
     library: spec.file,
     tried,
-    fix: spec.fix,
+    fix,
   })
 }
 
@@ -83,14 +178,18 @@ export interface AddonOptions {
   /** `import.meta.url` of a module of that package. */
   readonly moduleUrl: string
   readonly name: string
-  /** What to run when it is missing or broken (default: build it, or run the repository's setup). */
-  readonly fix?: string
-  readonly explain?: NativeAddonSpec["explain"]
+  /** What a source build needs besides cmake and a C++ compiler, named by the fix (e.g. "libgloo-dev (sudo apt-get install libgloo-dev)"). */
+  readonly buildNeeds?: string
+  /**
+   * A more precise diagnosis of load failures (a missing shared library, say), given what failed,
+   * every candidate tried and the default fix; undefined to keep the default error.
+   */
+  readonly explain?: (failures: ReadonlyArray<string>, tried: ReadonlyArray<string>, fix: string) => NativeLibraryError | undefined
 }
 
 /** A package's addon, loaded on first use, once per thread. */
 export interface NativeAddon<A> {
-  /** Where it may be, in the order tried. */
+  /** Where it may be, in the order tried (a platform package that is not installed as "<name>/<file> (not installed)"). */
   readonly candidates: () => ReadonlyArray<string>
   /** The addon and the file it came from; NativeLibraryError when it cannot be loaded. */
   readonly load: () => { readonly addon: A; readonly path: string }
@@ -104,12 +203,12 @@ export const nativeAddon = <A>(options: AddonOptions): NativeAddon<A> => {
     moduleUrl: options.moduleUrl,
     file: `tensorlane_${options.name}.node`,
     overrideEnv: `TENSORLANE_${options.name.toUpperCase()}_ADDON`,
-    fix: options.fix ?? `npm run build:native -w ${options.packageName}, or bash tools/setup.sh`,
+    ...(options.buildNeeds !== undefined ? { buildNeeds: options.buildNeeds } : {}),
     ...(options.explain !== undefined ? { explain: options.explain } : {}),
   }
   let loaded: { readonly addon: A; readonly path: string } | undefined
   return {
-    candidates: () => addonCandidates(spec),
+    candidates: () => addonCandidates(spec).map(describeCandidate),
     load: () => (loaded ??= requireNativeAddon<A>(spec)),
     loaded: () => loaded?.addon,
   }

@@ -3,7 +3,8 @@
  * is native-kit/, compiled into each addon): loading the addon and the runtime libraries it opens,
  * the typed error of each native failure, environment settings, and the status contract.
  */
-export { nativeAddon, libraryCandidates, loadNativeLibrary, type AddonOptions, type NativeAddon, type NativeLibrarySpec } from "./NativeAddon.js"
+export { tensorlaneCacheDir } from "./CacheDir.js"
+export { nativeAddon, sourceBuildDir, libraryCandidates, loadNativeLibrary, type AddonOptions, type NativeAddon, type NativeLibrarySpec } from "./NativeAddon.js"
 export {
   isNativeFailure,
   nativeError,

@@ -10,23 +10,24 @@ import type { GlooAddon } from "./AddonTypes.js"
 
 /** This package: what actor processes import to load the transport, and what builds the addon. */
 export const PACKAGE = "@tensorlane/transport-gloo"
-const FIX_LIBRARY = `sudo apt-get install libgloo-dev, then npm run build:native -w ${PACKAGE} (or bash tools/setup.sh)`
 
 export const addon = nativeAddon<GlooAddon>({
   packageName: PACKAGE,
   moduleUrl: import.meta.url,
   name: "gloo",
-  fix: `npm run build:native -w ${PACKAGE} (needs libgloo-dev: sudo apt-get install libgloo-dev), or bash tools/setup.sh`,
-  // dlopen names the shared object it could not find; anything else is a broken or foreign build.
-  explain: (failures, tried) =>
-    failures.some((f) => f.includes("libgloo.so"))
-      ? new NativeLibraryError({
-          message: `libgloo.so.0 (Gloo, Debian package libgloo0 from libgloo-dev) cannot be loaded by the gloo addon: ${failures.join("; ")}. Fix: ${FIX_LIBRARY}`,
-          library: "libgloo.so.0",
-          tried,
-          fix: FIX_LIBRARY,
-        })
-      : undefined,
+  buildNeeds: "libgloo-dev (sudo apt-get install libgloo-dev)",
+  // dlopen names the shared object it could not find: a source build whose system libgloo went
+  // away (the platform package bundles its own). Anything else is a broken or foreign build.
+  explain: (failures, tried, fix) => {
+    if (!failures.some((f) => f.includes("libgloo.so"))) return undefined
+    const withLibrary = `sudo apt-get install libgloo0 for the addon built against the system's libgloo, or ${fix}`
+    return new NativeLibraryError({
+      message: `libgloo.so.0 (Gloo, Debian package libgloo0) cannot be loaded by the gloo addon: ${failures.join("; ")}. Tried: ${tried.join(", ")}. Fix: ${withLibrary}`,
+      library: "libgloo.so.0",
+      tried,
+      fix: withLibrary,
+    })
+  },
 })
 
 /** The addon and the file it came from; NativeLibraryError when it cannot be loaded. */
