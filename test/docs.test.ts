@@ -40,6 +40,7 @@ const RUN_ELSEWHERE: Readonly<Record<string, string>> = {
   "examples/transport-tcp/index.mjs": "test/customTransport.test.ts",
   "examples/transport-tcp/protocol.mjs": "test/customTransport.test.ts",
   "examples/transport-tcp/effect.mjs": "test/customTransport.test.ts",
+  "examples/transport-tcp/package.json": "packages/cli/test/doctor.test.ts",
 }
 
 interface Block {

@@ -12,7 +12,7 @@ import { BenchTransportError } from "./Errors.js"
 import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
-import { PACKAGES } from "./Packages.js"
+import { discoverPackages } from "./Packages.js"
 import { formatSize } from "./Sizes.js"
 
 export interface BenchOptions {
@@ -87,30 +87,31 @@ const resolveTransports = async (
   options: BenchOptions,
 ): Promise<{ readonly transports: ReadonlyArray<string>; readonly modules: ReadonlyArray<string> }> => {
   const hasGpu = listGpus().length > 0
-  const known = new Map(PACKAGES.flatMap((entry) => entry.transports.map((name) => [name, entry] as const)))
+  const { packages } = discoverPackages()
+  const known = new Map(packages.map((found) => [found.field.transport, found]))
   const modules = new Set(options.modules)
   if (options.transports === undefined) {
     const transports = ["object-store"]
-    for (const entry of PACKAGES) {
-      if (entry.gpuOnly || (await probePackage(entry, hasGpu)).state !== "ready") continue
-      transports.push(...entry.transports)
-      modules.add(entry.packageName)
+    for (const found of packages) {
+      if (found.field.kind === "gpu" || (await probePackage(found, hasGpu)).state !== "ready") continue
+      transports.push(found.field.transport)
+      modules.add(found.packageName)
     }
     return { transports, modules: [...modules] }
   }
   for (const name of options.transports) {
-    const entry = known.get(name)
-    if (entry === undefined) continue // object-store, or a transport of one of `modules` (core names the registered ones if not)
-    const report = await probePackage(entry, hasGpu)
+    const found = known.get(name)
+    if (found === undefined) continue // object-store, or a transport of one of `modules` (core names the registered ones if not)
+    const report = await probePackage(found, hasGpu)
     if (report.state !== "ready") {
       throw new BenchTransportError({
-        message: `transport ${name} (${entry.packageName}) is not ready here: ${report.state}${
+        message: `transport ${name} (${found.packageName}) is not ready here: ${report.state}${
           report.reason !== undefined ? ` (${report.reason})` : ""
         }. Run \`tensorlane doctor\` for the details and the fix.`,
         transport: name,
       })
     }
-    modules.add(entry.packageName)
+    modules.add(found.packageName)
   }
   return { transports: options.transports, modules: [...modules] }
 }

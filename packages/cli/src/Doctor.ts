@@ -1,7 +1,8 @@
 /**
- * `tensorlane doctor`: every transport package with its state (ready, missing library with the paths
- * tried and the fix, no GPU, not installed), the versions and locations of the packages and native
- * libraries, and the UCX transports NIXL sees.
+ * `tensorlane doctor`: every transport package installed (found by the `"tensorlane"` field of its
+ * package.json) with its state (ready, missing library with the paths tried and the fix, no GPU, an
+ * error), the versions and locations of the packages and native libraries, and the UCX transports
+ * NIXL sees.
  */
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
@@ -9,18 +10,21 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import type { PackageStatus } from "@tensorlane/core/native"
-import { PACKAGES, type PackageEntry } from "./Packages.js"
+import { discoverPackages, type TransportPackage } from "./Packages.js"
 import { parseUcxLog, type UcxReport } from "./UcxReport.js"
 
-export type TransportState = "ready" | "missing library" | "no GPU" | "not installed" | "error"
+export type TransportState = "ready" | "missing library" | "no GPU" | "error"
 
 export interface PackageReport {
   readonly packageName: string
-  readonly transports: ReadonlyArray<string>
+  /** The transport it registers; undefined when its `"tensorlane"` field is invalid. */
+  readonly transport?: string
   readonly gpuOnly: boolean
   readonly state: TransportState
-  readonly version?: string
-  readonly location?: string
+  readonly version: string
+  readonly location: string
+  /** What its field says it loads: shown while it is not ready. */
+  readonly needs: ReadonlyArray<string>
   readonly details: ReadonlyArray<readonly [string, string]>
   readonly reason?: string
   readonly tried?: ReadonlyArray<string>
@@ -34,6 +38,8 @@ export interface DoctorReport {
   readonly gpus: ReadonlyArray<string>
   readonly core: { readonly version: string; readonly location: string } | undefined
   readonly packages: ReadonlyArray<PackageReport>
+  /** The node_modules folders searched for transport packages. */
+  readonly searched: ReadonlyArray<string>
   /** What UCX reports when NIXL loads it; undefined when NIXL is not ready. */
   readonly ucx: UcxReport | { readonly error: string } | undefined
 }
@@ -81,26 +87,36 @@ const isPackageStatus = (status: unknown): status is PackageStatus => {
   return Array.isArray(details) && details.every((d) => Array.isArray(d) && d.length === 2 && d.every((part) => typeof part === "string"))
 }
 
-export const probePackage = async (entry: PackageEntry, hasGpu: boolean): Promise<PackageReport> => {
-  const base = { packageName: entry.packageName, transports: entry.transports, gpuOnly: entry.gpuOnly, details: [] }
-  const manifest = manifestOf(entry.packageName)
-  if (manifest === undefined) return { ...base, state: "not installed", fix: entry.fix }
-  const found = { ...base, version: manifest.version, location: manifest.location }
+/** An export shaped like a transport of that name (core's TensorTransport, or a plain object written with Promises). */
+const exportsTransport = (module: Record<string, unknown>, name: string): boolean =>
+  Object.values(module).some(
+    (value) => typeof value === "object" && value !== null && (value as { name?: unknown }).name === name && typeof (value as { capabilities?: unknown }).capabilities === "object",
+  )
+
+export const probePackage = async (found: TransportPackage, hasGpu: boolean): Promise<PackageReport> => {
+  const { field } = found
+  const gpuOnly = field.kind === "gpu"
+  const needs = [...(field.addon !== undefined ? [field.addon] : []), ...(field.libraries ?? [])]
+  const base = { packageName: found.packageName, transport: field.transport, gpuOnly, version: found.version, location: found.location, needs, details: [] }
   let status: unknown
   try {
-    const module = (await import(entry.packageName)) as Record<string, unknown>
-    const describe = module[entry.statusExport]
+    const module = (await import(found.entry)) as Record<string, unknown>
+    if (field.status === undefined) {
+      if (!exportsTransport(module, field.transport)) return { ...base, state: "error", reason: `${found.packageName} exports no transport named ${field.transport} (its "tensorlane" field)` }
+      return { ...base, state: gpuOnly && !hasGpu ? "no GPU" : "ready", details: [["module", fileURLToPath(found.entry)]] }
+    }
+    const describe = module[field.status]
     if (typeof describe !== "function") {
-      return { ...found, state: "error", reason: `${entry.packageName} exports no ${entry.statusExport} function` }
+      return { ...base, state: "error", reason: `${found.packageName} exports no ${field.status} function (its "tensorlane" field's status)` }
     }
     status = await describe()
   } catch (error) {
     const missing = asNativeLibraryError(error)
-    if (missing !== undefined) return { ...found, state: "missing library", reason: missing.message, tried: missing.tried, fix: missing.fix }
-    return { ...found, state: "error", reason: messageOf(error) }
+    if (missing !== undefined) return { ...base, state: "missing library", reason: missing.message, tried: missing.tried, fix: missing.fix }
+    return { ...base, state: "error", reason: messageOf(error) }
   }
-  if (!isPackageStatus(status)) return { ...found, state: "error", reason: `${entry.statusExport} returned no details (core's PackageStatus)` }
-  return { ...found, state: entry.gpuOnly && !hasGpu ? "no GPU" : "ready", details: status.details }
+  if (!isPackageStatus(status)) return { ...base, state: "error", reason: `${field.status} returned no details (core's PackageStatus)` }
+  return { ...base, state: gpuOnly && !hasGpu ? "no GPU" : "ready", details: status.details }
 }
 
 const run = promisify(execFile)
@@ -122,15 +138,18 @@ const probeUcx = async (): Promise<UcxReport | { readonly error: string }> => {
 
 export const runDoctor = async (): Promise<DoctorReport> => {
   const gpus = listGpus()
+  const discovered = discoverPackages()
   const packages: Array<PackageReport> = []
-  for (const entry of PACKAGES) packages.push(await probePackage(entry, gpus.length > 0))
-  const nixlReady = packages.some((p) => p.transports.includes("nixl") && p.state === "ready")
+  for (const found of discovered.packages) packages.push(await probePackage(found, gpus.length > 0))
+  for (const bad of discovered.invalid) packages.push({ ...bad, gpuOnly: false, state: "error", needs: [], details: [] })
+  const nixlReady = packages.some((p) => p.transport === "nixl" && p.state === "ready")
   return {
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
     gpus,
     core: manifestOf("@tensorlane/core"),
     packages,
+    searched: discovered.searched,
     ucx: nixlReady ? await probeUcx() : undefined,
   }
 }
@@ -149,15 +168,18 @@ export const formatDoctor = (report: DoctorReport): string => {
   lines.push(`${pad("transport", 14)}${pad("state", 17)}package`)
   lines.push(`${pad("object-store", 14)}${pad(report.core !== undefined ? "ready" : "not installed", 17)}@tensorlane/core (built in)`)
   for (const p of report.packages) {
-    const where = p.version !== undefined ? ` ${p.version} at ${p.location}` : ""
-    lines.push(`${pad(p.transports.join(", "), 14)}${pad(p.state, 17)}${p.packageName}${where}${p.gpuOnly ? " (GPU only)" : ""}`)
+    lines.push(`${pad(p.transport ?? "?", 14)}${pad(p.state, 17)}${p.packageName} ${p.version} at ${p.location}${p.gpuOnly ? " (GPU only)" : ""}`)
     for (const [label, value] of p.details) lines.push(`    ${label}: ${value}`)
     if (p.reason !== undefined) lines.push(`    why: ${p.reason}`)
+    if ((p.state === "missing library" || p.state === "error") && p.needs.length > 0) lines.push(`    needs: ${p.needs.join(", ")}`)
     if (p.tried !== undefined) {
       lines.push("    tried:")
       for (const path of p.tried) lines.push(`      ${path}`)
     }
     if (p.fix !== undefined) lines.push(`    fix: ${p.fix}`)
+  }
+  if (report.packages.length === 0) {
+    lines.push(`(no transport package: none with a "tensorlane" field in ${report.searched.length > 0 ? report.searched.join(", ") : "any node_modules folder here"})`)
   }
   if (report.ucx !== undefined) {
     lines.push("")

@@ -10,9 +10,9 @@ export interface Run {
   readonly stderr: string
 }
 
-export const tensorlane = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): Promise<Run> =>
+export const tensorlane = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env, cwd?: string): Promise<Run> =>
   new Promise((resolve) => {
-    execFile(process.execPath, ["--expose-gc", MAIN, ...args], { env, timeout: 110_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+    execFile(process.execPath, ["--expose-gc", MAIN, ...args], { env, cwd, timeout: 110_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1
       resolve({ code, stdout, stderr })
     })
