@@ -112,17 +112,19 @@ const inApp = (args: ReadonlyArray<string>, timeoutMs: number) =>
   )
 
 const startRegistry = async (): Promise<string> => {
+  // Third-party packages come from the registry this machine's npm uses.
+  const uplink = succeeded(await run("npm", ["config", "get", "registry"], { cwd: repository, timeoutMs: 30_000 })).trim()
   const config = join(root, "registry.yaml")
   fs.writeFileSync(
     config,
     [
       `storage: ${join(root, "storage")}`,
       `auth: { htpasswd: { file: ${join(root, "htpasswd")} } }`,
-      "uplinks: { npmjs: { url: https://registry.npmjs.org/ } }",
+      `uplinks: { npm: { url: "${uplink}" } }`,
       "packages:",
       // tensorlane's packages come from this checkout alone, never from the uplink.
       `  "@tensorlane/*": { access: $all, publish: $authenticated }`,
-      `  "**": { access: $all, proxy: npmjs }`,
+      `  "**": { access: $all, proxy: npm }`,
       "log: { type: stdout, format: pretty, level: warn }",
     ].join("\n"),
   )
@@ -185,7 +187,7 @@ const packWorkspaces = async (): Promise<ReadonlyArray<Packed>> => {
 let packed: ReadonlyArray<Packed> = []
 
 beforeAll(async () => {
-  for (const dir of ["home", "cache", "tmp", "npm-cache", "storage", "app"]) fs.mkdirSync(join(root, dir))
+  for (const dir of ["home", "cache", "tmp", "npm-cache", "app"]) fs.mkdirSync(join(root, dir))
   fs.writeFileSync(empty, "", { mode: 0o644 })
   registryUrl = await startRegistry()
   packed = await packWorkspaces()
