@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for tensorlane: system packages, the NIXL and NCCL wheels, npm dependencies, native
-# addons, the build.
+# Sets up a fresh machine for tensorlane: system packages, npm dependencies, native addons, the build, and the
+# NIXL, NCCL and NVSHMEM run-time libraries.
 #   bash tools/setup.sh          set up and build
 #   bash tools/setup.sh --demo   then run the main demo
 set -euo pipefail
@@ -37,17 +37,13 @@ bash tools/gpu/fetch-node.sh >/dev/null
 # Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages
 # (rollup's native builds) out of the lockfile it writes, and `npm ci` then refuses that very lockfile.
 npm install --no-audit --no-fund
-# The wheels' installer ships with @tensorlane/core, which the packages' scripts find through npm's install.
-# NIXL's C API comes from its PyPI wheel, installed into .tools/nixl (no system-wide change).
-bash packages/transport-nixl/scripts/install-wheel.sh
-# NCCL and the CUDA runtime come from NVIDIA's PyPI wheels, installed into .tools/nccl.
-bash packages/transport-nccl/scripts/install-wheel.sh
-# NVSHMEM's host library (symmetric-mem's nvshmem backend) from its PyPI wheel, into .tools/nvshmem.
-bash packages/symmetric-mem/scripts/install-wheel.sh
 NX_DAEMON=false npx nx run-many -t build --outputStyle=static
 # npm links a workspace's bin only when its target exists, and the cli's dist/main.js did not exist at
 # install time: link it now so that `npx tensorlane` works.
 npm rebuild @tensorlane/cli --ignore-scripts
+# NIXL, NCCL with the CUDA runtime, and NVSHMEM's host library, from the PyPI wheels the packages pin, unpacked
+# by the command users run into the checkout's .tools/libraries (no Python, no change outside the checkout).
+npx tensorlane install nixl nccl nvshmem --into .tools/libraries
 
 if [[ "${1:-}" == "--demo" ]]; then
   npm run demo

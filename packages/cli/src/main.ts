@@ -1,16 +1,19 @@
 #!/usr/bin/env node
 /**
- * The tensorlane command: `doctor`, `bench` and `build` (USAGE says what each does). Errors of the command
- * line print `<_tag>: <message>` and exit with 2.
+ * The tensorlane command: `doctor`, `bench`, `build` and `install` (USAGE says what each does). Errors
+ * of the command line print `<_tag>: <message>` and exit with 2; those of an install print the same
+ * and exit with 1.
  */
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
+import { libraryCacheDir } from "@tensorlane/core/native"
 import { runBench } from "./Bench.js"
 import { formatTable } from "./BenchReport.js"
 import { runBuild } from "./Build.js"
 import { formatDoctor, runDoctor } from "./Doctor.js"
-import { BenchTransportError, BuildError, UsageError } from "./Errors.js"
+import { BenchTransportError, BuildError, DiskFullError, DownloadError, PackageMissingError, UnsafeWheelError, UsageError, WheelHashError } from "./Errors.js"
+import { INSTALL_TARGETS, installWheel, targetWheels } from "./Install.js"
 import { progressBar } from "./ProgressBar.js"
 import { parseSizes } from "./Sizes.js"
 import { renderSvg } from "./SvgChart.js"
@@ -30,7 +33,13 @@ const USAGE = `usage:
   tensorlane build <gloo|nixl|nccl|symmetric-mem|package name>
       builds the transport's addon from the sources its package ships, into the per-user cache
       (\$XDG_CACHE_HOME/tensorlane, else ~/.cache/tensorlane), for a machine that no prebuilt platform
-      package covers; needs cmake, a C++ compiler and the transport's system libraries (gloo: libgloo-dev)`
+      package covers; needs cmake, a C++ compiler and the transport's system libraries (gloo: libgloo-dev)
+  tensorlane install <nixl|nccl|nvshmem>... [--into <folder>] [--from <folder>]
+      downloads the wheels of the target's run-time libraries that its package pins, from PyPI over
+      https, checks their sha256 and unpacks the libraries and their licence files into
+      <folder>/<wheel>-<version> (default: \${XDG_CACHE_HOME:-~/.cache}/tensorlane/libraries, where
+      the loaders look); a wheel installed there already is not fetched again; --from: a folder
+      holding the wheel files, used instead of downloading them (a machine offline)`
 
 const count = (name: string, text: string, min: number): number => {
   const n = Number(text)
@@ -115,11 +124,27 @@ const build = async (args: ReadonlyArray<string>): Promise<void> => {
   console.log(`built ${built.packageName}@${built.version}: ${built.files.map((f) => join(built.dir, f)).join(", ")}`)
 }
 
+const megabytes = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`
+
+const install = async (args: ReadonlyArray<string>): Promise<void> => {
+  const { values, positionals } = usage(() => parseArgs({ args: [...args], allowPositionals: true, options: { into: { type: "string" }, from: { type: "string" } } }))
+  if (positionals.length === 0) throw new UsageError({ message: `tensorlane install needs a target: ${Object.keys(INSTALL_TARGETS).join(", ")}\n${USAGE}` })
+  const root = values.into ?? libraryCacheDir()
+  for (const target of positionals) {
+    for (const wheel of await targetWheels(target)) {
+      const done = await installWheel(wheel, { root, ...(values.from !== undefined ? { from: values.from } : {}) })
+      const fetched = values.from !== undefined ? `copied from ${values.from}` : `downloaded ${megabytes(done.downloadedBytes)}`
+      console.log(done.fresh ? `${done.wheel}: ${fetched}, unpacked ${done.files} files (${megabytes(done.unpackedBytes)}) into ${done.folder}` : `${done.wheel}: already in ${done.folder}`)
+    }
+  }
+}
+
 const main = async (argv: ReadonlyArray<string>): Promise<void> => {
   const [command, ...rest] = argv
   if (command === "doctor") return doctor(rest)
   if (command === "bench") return bench(rest)
   if (command === "build") return build(rest)
+  if (command === "install") return install(rest)
   if (command === undefined || command === "help" || command === "--help" || command === "-h") {
     console.log(USAGE)
     return
@@ -134,6 +159,10 @@ main(process.argv.slice(2)).then(
     if (error instanceof UsageError || error instanceof BenchTransportError || error instanceof BuildError) {
       console.error(`${error._tag}: ${error.message}`)
       process.exit(2)
+    }
+    if ([DownloadError, WheelHashError, UnsafeWheelError, DiskFullError, PackageMissingError].some((type) => error instanceof type)) {
+      console.error(`${(error as { _tag: string })._tag}: ${(error as Error).message}`)
+      process.exit(1)
     }
     const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String((error as { _tag: unknown })._tag)}: ` : ""
     console.error(`${tag}${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)

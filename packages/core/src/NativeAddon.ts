@@ -4,7 +4,8 @@
  * cmake-js's Release and Debug outputs in a checkout) and a NativeLibraryError that lists them all,
  * says why each failed and how to fix it. Packages load their addon on first use (nativeAddon), so
  * that importing them never fails on a machine without their native library. The same for the
- * shared libraries those addons dlopen (libraryCandidates/loadNativeLibrary).
+ * shared libraries those addons dlopen (libraryCandidates/loadNativeLibrary), fetched from their pinned
+ * wheels by `npx tensorlane install`.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -215,8 +216,33 @@ export const nativeAddon = <A>(options: AddonOptions): NativeAddon<A> => {
 }
 
 /**
+ * A wheel on PyPI, pinned by its file's URL, size and sha256: what `npx tensorlane install`
+ * downloads and unpacks (only `libraries` and the licence files) into `<root>/<wheelFolder>`.
+ */
+export interface RuntimeWheel {
+  /** The distribution's name on PyPI (`nixl-cu12`). */
+  readonly name: string
+  readonly version: string
+  /** The wheel file's https URL. */
+  readonly url: string
+  readonly bytes: number
+  readonly sha256: string
+  /** The entries unpacked, besides the licence files: paths inside the wheel. */
+  readonly libraries: ReadonlyArray<RegExp>
+}
+
+/** The folder a wheel unpacks to under an install root: `<name>-<version>`, the name as the wheel's file spells it. */
+export const wheelFolder = (wheel: Pick<RuntimeWheel, "name" | "version">): string => `${wheel.name.replace(/[-.]/g, "_")}-${wheel.version}`
+
+/** Where `npx tensorlane install` unpacks wheels: `<user cache>/libraries`. */
+export const libraryCacheDir = (): string => join(tensorlaneCacheDir(), "libraries")
+
+/** Where the checkout's setup (tools/setup.sh) unpacks them: `<repo>/.tools/libraries`. */
+export const CHECKOUT_LIBRARIES = join(".tools", "libraries")
+
+/**
  * A shared library a native addon dlopens at run time (NCCL, NIXL, NVSHMEM), shipped by a Python
- * wheel that the project's setup installs under <repo>/.tools/<toolDir> with `pip --target`.
+ * wheel that `npx tensorlane install <install>` unpacks into the user cache.
  */
 export interface NativeLibrarySpec {
   /** The library's file name, as errors name it (`libnccl.so.2`). */
@@ -232,14 +258,15 @@ export interface NativeLibrarySpec {
    * user named is never silently replaced).
    */
   readonly override: { readonly env: string; readonly names: "folder" | "file" }
-  /** The folder under <repo>/.tools where the setup installs the wheel. */
-  readonly toolDir: string
-  /** Paths of the library inside a wheel's install target (.tools/<toolDir> or site-packages). */
-  readonly wheelPaths: ReadonlyArray<string>
+  /** The argument of `npx tensorlane install` that fetches it (`nixl`). */
+  readonly install: string
+  /** The pinned wheel that holds it, and its path inside that wheel. */
+  readonly wheel: RuntimeWheel
+  readonly path: string
+  /** Its paths in Python's site-packages: pip installs of this wheel or of a sibling build (cu13). */
+  readonly sitePaths: ReadonlyArray<string>
   /** Names dlopen looks up on the system library path, tried last. */
   readonly systemNames: ReadonlyArray<string>
-  /** How to install it. */
-  readonly fix: string
 }
 
 const ancestors = (start: string): Array<string> => {
@@ -268,20 +295,31 @@ const sitePackages = (): ReadonlyArray<string> => {
   return sites
 }
 
+const overrideSetting = (spec: NativeLibrarySpec) =>
+  textSetting(spec.override.env, spec.override.names === "file" ? `the path of ${spec.library}` : `the folder that holds ${spec.library}`)
+
+/** What to run: the install command, the checkout's setup when the package runs from one, the override. */
+export const libraryFix = (spec: NativeLibrarySpec): string => {
+  const setup = checkoutOf(packageRootOf(spec.moduleUrl, spec.packageName)) !== undefined ? ", or bash tools/setup.sh in the repository" : ""
+  const override =
+    spec.override.names === "file" ? `set ${spec.override.env} to the path of a ${spec.library}` : `point ${spec.override.env} at the folder that holds ${spec.library}`
+  return `npx tensorlane install ${spec.install}${setup}, or ${override}`
+}
+
 /**
- * Where the library may be, in the order tried: the override; <repo>/.tools/<toolDir> in every
- * ancestor of the package and of the working directory; Python's site-packages; the system path
- * (bare names, last).
+ * Where the library may be, in the order tried: the override; the user cache
+ * (`npx tensorlane install`); <repo>/.tools/libraries in every ancestor of the package and of the
+ * working directory (the checkout's setup); Python's site-packages; the system path (bare names, last).
  */
 export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string> => {
-  const override = readSetting(
-    textSetting(spec.override.env, spec.override.names === "file" ? `the path of ${spec.library}` : `the folder that holds ${spec.library}`),
-  )
+  const override = readSetting(overrideSetting(spec))
   if (override !== undefined && spec.override.names === "file") return [override]
   const out: Array<string> = override !== undefined ? [join(override, spec.library)] : []
+  const inWheel = join(wheelFolder(spec.wheel), spec.path)
+  out.push(join(libraryCacheDir(), inWheel))
   const roots = new Set([...ancestors(packageRootOf(spec.moduleUrl, spec.packageName)), ...ancestors(process.cwd())])
-  for (const root of roots) for (const path of spec.wheelPaths) out.push(join(root, ".tools", spec.toolDir, path))
-  for (const site of sitePackages()) for (const path of spec.wheelPaths) out.push(join(site, path))
+  for (const root of roots) out.push(join(root, CHECKOUT_LIBRARIES, inWheel))
+  for (const site of sitePackages()) for (const path of spec.sitePaths) out.push(join(site, path))
   out.push(...spec.systemNames)
   return [...new Set(out)]
 }
@@ -302,10 +340,11 @@ export const loadNativeLibrary = <R>(spec: NativeLibrarySpec, load: (path: strin
       failures.push(error instanceof Error ? error.message : String(error))
     }
   }
+  const fix = libraryFix(spec)
   throw new NativeLibraryError({
-    message: `${spec.description ?? spec.library} cannot be loaded. Tried: ${candidates.join(", ")}${failures.length > 0 ? ` (${failures.join("; ")})` : ""}. Fix: ${spec.fix}`,
+    message: `${spec.description ?? spec.library} cannot be loaded. Tried: ${candidates.join(", ")}${failures.length > 0 ? ` (${failures.join("; ")})` : ""}. Fix: ${fix}`,
     library: spec.library,
     tried: candidates,
-    fix: spec.fix,
+    fix,
   })
 }

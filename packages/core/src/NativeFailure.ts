@@ -12,6 +12,7 @@ import {
   TransferError,
   UnsupportedOperationError,
 } from "./Errors.js"
+import { type NativeLibrarySpec, libraryFix } from "./NativeAddon.js"
 
 /** The kinds of failure every addon shares (tensorlane::FailureCode, in lowercase). */
 export type NativeFailureCode =
@@ -49,7 +50,7 @@ export interface FailureContext {
   /** The transport's name, for TransferError. */
   readonly transport: string
   /** The runtime library the addon opens (for "library" failures), if it opens one. */
-  readonly library?: { readonly library: string; readonly fix: string }
+  readonly library?: NativeLibrarySpec
   /** The limit the operation ran under, for "timeout" failures. */
   readonly timeoutMs?: number
 }
@@ -78,7 +79,7 @@ export const nativeError = (error: unknown, what: string, context: FailureContex
       return new InvalidSettingError({ message, variable: error.variable ?? "", value: error.value ?? "", accepts: error.accepts ?? "" })
     case "library":
       return context.library !== undefined
-        ? new NativeLibraryError({ message, library: context.library.library, tried: [], fix: context.library.fix })
+        ? new NativeLibraryError({ message, library: context.library.library, tried: [], fix: libraryFix(context.library) })
         : new TransferError({ message, transport: context.transport })
     case "timeout":
       return new TimeoutError({ message, timeoutMs: context.timeoutMs ?? 0 })

@@ -4,7 +4,17 @@
  * the typed error of each native failure, environment settings, and the status contract.
  */
 export { tensorlaneCacheDir } from "./CacheDir.js"
-export { nativeAddon, sourceBuildDir, libraryCandidates, loadNativeLibrary, type AddonOptions, type NativeAddon, type NativeLibrarySpec } from "./NativeAddon.js"
+export { nativeAddon, sourceBuildDir, type AddonOptions, type NativeAddon } from "./NativeAddon.js"
+export {
+  CHECKOUT_LIBRARIES,
+  libraryCacheDir,
+  libraryCandidates,
+  libraryFix,
+  loadNativeLibrary,
+  wheelFolder,
+  type NativeLibrarySpec,
+  type RuntimeWheel,
+} from "./NativeAddon.js"
 export {
   isNativeFailure,
   nativeError,

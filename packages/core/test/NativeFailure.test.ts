@@ -5,12 +5,25 @@
  */
 import { describe, expect, it } from "vitest"
 import { ProtocolError } from "../src/Errors.js"
+import type { NativeLibrarySpec } from "../src/NativeAddon.js"
 import { type FailureContext, type NativeFailureCode, nativeError } from "../src/NativeFailure.js"
 
 const failure = (code: NativeFailureCode, message: string, fields: Record<string, string> = {}): Error =>
   Object.assign(new Error(message), { code }, fields)
 
-const context: FailureContext = { transport: "test", library: { library: "libtest.so.1", fix: "install it" }, timeoutMs: 250 }
+const library: NativeLibrarySpec = {
+  library: "libtest.so.1",
+  packageName: "@tensorlane/core",
+  moduleUrl: import.meta.url,
+  override: { env: "TENSORLANE_TEST_LIBRARY", names: "file" },
+  install: "test",
+  wheel: { name: "test", version: "1", url: "https://files.example.org/test-1-py3-none-any.whl", bytes: 1, sha256: "0".repeat(64), libraries: [] },
+  path: "libtest.so.1",
+  sitePaths: [],
+  systemNames: [],
+}
+
+const context: FailureContext = { transport: "test", library, timeoutMs: 250 }
 
 describe("nativeError", () => {
   it("gives every code the same typed error, the operation's name first", () => {
@@ -18,7 +31,12 @@ describe("nativeError", () => {
       usage: { _tag: "UnsupportedOperationError" },
       protocol: { _tag: "ProtocolError" },
       setting: { _tag: "InvalidSettingError" },
-      library: { _tag: "NativeLibraryError", library: "libtest.so.1", tried: [], fix: "install it" },
+      library: {
+        _tag: "NativeLibraryError",
+        library: "libtest.so.1",
+        tried: [],
+        fix: "npx tensorlane install test, or bash tools/setup.sh in the repository, or set TENSORLANE_TEST_LIBRARY to the path of a libtest.so.1",
+      },
       system: { _tag: "TransferError", transport: "test" },
       io: { _tag: "TransferError", transport: "test" },
       timeout: { _tag: "TimeoutError", timeoutMs: 250 },

@@ -2,27 +2,44 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
+import { pathToFileURL } from "node:url"
 import { afterEach, describe, expect, it } from "vitest"
-import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, nativeAddon } from "../src/NativeAddon.js"
+import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates, loadNativeLibrary, nativeAddon } from "../src/NativeAddon.js"
 import { thrown } from "./helpers/errors.ts"
 
 const ENV = "TENSORLANE_TEST_LIBRARY_OVERRIDE"
 
-const spec = (names: "folder" | "file"): NativeLibrarySpec => ({
+const wheel: RuntimeWheel = {
+  name: "example-cu12",
+  version: "1.2.3",
+  url: "https://files.example.org/example_cu12-1.2.3-py3-none-any.whl",
+  bytes: 1,
+  sha256: "0".repeat(64),
+  libraries: [/^example\/lib\//],
+}
+
+const spec = (names: "folder" | "file", moduleUrl = import.meta.url): NativeLibrarySpec => ({
   library: "libexample.so.1",
   description: "the example library (libexample.so.1)",
   packageName: "@tensorlane/core",
-  moduleUrl: import.meta.url,
+  moduleUrl,
   override: { env: ENV, names },
-  toolDir: "example",
-  wheelPaths: ["example/lib/libexample.so.1"],
+  install: "example",
+  wheel,
+  path: "example/lib/libexample.so.1",
+  sitePaths: ["example/lib/libexample.so.1", "example_cu13/lib/libexample.so.1"],
   systemNames: ["libexample.so.1", "libexample.so"],
-  fix: "install the example wheel",
 })
+
+const FIX_IN_CHECKOUT = `npx tensorlane install example, or bash tools/setup.sh in the repository, or point ${ENV} at the folder that holds libexample.so.1`
+
+const xdgCacheHome = process.env.XDG_CACHE_HOME
 
 afterEach(() => {
   delete process.env[ENV]
   delete process.env.TENSORLANE_EXAMPLE_ADDON
+  if (xdgCacheHome === undefined) delete process.env.XDG_CACHE_HOME
+  else process.env.XDG_CACHE_HOME = xdgCacheHome
 })
 
 describe("a package's addon", () => {
@@ -55,13 +72,16 @@ describe("a package's addon", () => {
 })
 
 describe("native library search", () => {
-  it("tries the override folder, .tools/<dir> in every ancestor of the package and of the cwd, then the system names", () => {
+  it("tries the override folder, the user cache, .tools/libraries in every ancestor of the package and of the cwd, then the system names", () => {
     process.env[ENV] = "/opt/example"
+    process.env.XDG_CACHE_HOME = "/var/cache/someone"
     const candidates = libraryCandidates(spec("folder"))
-    expect(candidates[0]).toBe("/opt/example/libexample.so.1")
+    const inWheel = join("example_cu12-1.2.3", "example", "lib", "libexample.so.1")
+    expect(candidates.slice(0, 2)).toEqual(["/opt/example/libexample.so.1", join("/var/cache/someone/tensorlane/libraries", inWheel)])
     const repo = join(import.meta.dirname, "..", "..", "..")
-    expect(candidates).toContain(join(repo, ".tools", "example", "example", "lib", "libexample.so.1"))
-    expect(candidates).toContain(join("/", ".tools", "example", "example", "lib", "libexample.so.1"))
+    expect(candidates[2]).toBe(join(import.meta.dirname, "..", ".tools", "libraries", inWheel))
+    expect(candidates).toContain(join(repo, ".tools", "libraries", inWheel))
+    expect(candidates).toContain(join("/", ".tools", "libraries", inWheel))
     expect(candidates.slice(-2)).toEqual(["libexample.so.1", "libexample.so"])
     expect(new Set(candidates).size).toBe(candidates.length)
   })
@@ -86,12 +106,39 @@ describe("native library search", () => {
       expect(error).toMatchObject({
         _tag: "NativeLibraryError",
         library: "libexample.so.1",
-        fix: "install the example wheel",
+        fix: FIX_IN_CHECKOUT,
         tried: libraryCandidates(spec("folder")),
-        message: expect.stringMatching(/^the example library \(libexample\.so\.1\) cannot be loaded\. Tried: .*dlopen .*libexample\.so\.1 failed.*dlopen libexample\.so failed.*Fix: install the example wheel$/),
+        message: expect.stringMatching(/^the example library \(libexample\.so\.1\) cannot be loaded\. Tried: .*dlopen .*libexample\.so\.1 failed.*dlopen libexample\.so failed.*Fix: npx tensorlane install example, /),
       })
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("is found where `npx tensorlane install` unpacks its wheel, in the user cache", () => {
+    const cache = fs.mkdtempSync(join(os.tmpdir(), "native-library-cache-"))
+    try {
+      process.env.XDG_CACHE_HOME = cache
+      const installed = join(cache, "tensorlane", "libraries", "example_cu12-1.2.3", "example", "lib", "libexample.so.1")
+      fs.mkdirSync(join(installed, ".."), { recursive: true })
+      fs.writeFileSync(installed, "")
+      expect(loadNativeLibrary(spec("folder"), (path) => path)).toEqual({ loaded: installed, path: installed })
+    } finally {
+      fs.rmSync(cache, { recursive: true, force: true })
+    }
+  })
+
+  it("names the install command, and the setup script only when the package runs from the repository's checkout", () => {
+    const outside = fs.mkdtempSync(join(os.tmpdir(), "native-library-outside-"))
+    try {
+      const fail = (moduleUrl: string) => thrown(() => loadNativeLibrary(spec("file", moduleUrl), () => {
+        throw new Error("no")
+      }))
+      process.env[ENV] = "/nowhere/libexample.so.1"
+      expect(fail(import.meta.url)).toMatchObject({ fix: `npx tensorlane install example, or bash tools/setup.sh in the repository, or set ${ENV} to the path of a libexample.so.1` })
+      expect(fail(pathToFileURL(join(outside, "index.js")).href)).toMatchObject({ fix: `npx tensorlane install example, or set ${ENV} to the path of a libexample.so.1` })
+    } finally {
+      fs.rmSync(outside, { recursive: true, force: true })
     }
   })
 })

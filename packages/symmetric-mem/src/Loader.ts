@@ -3,33 +3,46 @@
  * not built), and NVSHMEM's host library on demand. The addon is one shared object per process, so
  * the main thread and the transfer agent's worker thread see the same mapped segments.
  *
- * libnvshmem_host.so.3 is searched in this order: $NVSHMEM_LIB_DIR; <repo>/.tools/nvshmem (where
- * scripts/install-wheel.sh, called by tools/setup.sh, puts the nvidia-nvshmem-cu12 wheel), looked
- * for in every ancestor of this package and of the working directory; Python's site-packages (a
- * `pip install nvidia-nvshmem-cu12`); then the system library path (dlopen by bare name).
+ * libnvshmem_host.so.3 is searched in this order: $NVSHMEM_LIB_DIR; the user cache, where
+ * `npx tensorlane install nvshmem` unpacks the nvidia-nvshmem-cu12 wheel; <repo>/.tools/libraries
+ * (where tools/setup.sh unpacks it), looked for in every ancestor of this package and of the
+ * working directory; Python's site-packages (a `pip install nvidia-nvshmem-cu12`); then the system
+ * library path (dlopen by bare name).
  */
 import { join } from "node:path"
-import { type NativeLibrarySpec, libraryCandidates, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
+import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
 import type { SymmetricAddon } from "./AddonTypes.js"
 
 export const PACKAGE = "@tensorlane/symmetric-mem"
 const NVSHMEM_LIBRARY = "libnvshmem_host.so.3"
-const NVSHMEM_WHEEL = "nvidia-nvshmem-cu12==3.8.0"
-const NVSHMEM_FIX = `bash tools/setup.sh (it runs packages/symmetric-mem/scripts/install-wheel.sh), or python3 -m pip install --no-deps --target <repo>/.tools/nvshmem ${NVSHMEM_WHEEL}, or point NVSHMEM_LIB_DIR at the folder holding ${NVSHMEM_LIBRARY}`
+
+/** NVSHMEM's wheel. Unpacked: the host library with its bootstrap and transport plugins; not the device libraries (static, bitcode). */
+const NVSHMEM_WHEEL: RuntimeWheel = {
+  name: "nvidia-nvshmem-cu12",
+  version: "3.8.0",
+  url: "https://files.pythonhosted.org/packages/42/1d/3ffe6972761c9e77d6bf3cc15d0cea27ac23341de5436e091c6c965c3886/nvidia_nvshmem_cu12-3.8.0-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+  bytes: 280_800_183,
+  sha256: "b2e5760d6158aefe7bb74348d5128bb1b46a7dd1fd4b7b1e6fe55b4b07888f70",
+  libraries: [/^nvidia\/nvshmem\/lib\/(libnvshmem_host\.so\.3|nvshmem_(bootstrap|transport)_\w+\.so\.\d+)$/],
+}
+
+/** What `npx tensorlane install nvshmem` fetches. */
+export const runtimeWheels: ReadonlyArray<RuntimeWheel> = [NVSHMEM_WHEEL]
 
 /** The addon, loaded on first use (NativeLibraryError listing every candidate when it cannot load). */
 export const addon = nativeAddon<SymmetricAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "symmetric" })
 
 export const nvshmemSpec: NativeLibrarySpec = {
   library: NVSHMEM_LIBRARY,
-  description: `NVSHMEM's host library (${NVSHMEM_LIBRARY}, from the ${NVSHMEM_WHEEL} wheel)`,
+  description: `NVSHMEM's host library (${NVSHMEM_LIBRARY}, from the ${NVSHMEM_WHEEL.name} ${NVSHMEM_WHEEL.version} wheel)`,
   packageName: PACKAGE,
   moduleUrl: import.meta.url,
   override: { env: "NVSHMEM_LIB_DIR", names: "folder" },
-  toolDir: "nvshmem",
-  wheelPaths: [join("nvidia", "nvshmem", "lib", NVSHMEM_LIBRARY)],
+  install: "nvshmem",
+  wheel: NVSHMEM_WHEEL,
+  path: join("nvidia", "nvshmem", "lib", NVSHMEM_LIBRARY),
+  sitePaths: [join("nvidia", "nvshmem", "lib", NVSHMEM_LIBRARY)],
   systemNames: [NVSHMEM_LIBRARY],
-  fix: NVSHMEM_FIX,
 }
 
 export const loadAddon = (): SymmetricAddon => addon.load().addon

@@ -1,6 +1,6 @@
 /**
  * NVSHMEM for real, as far as a machine without a GPU allows: the host library from the
- * nvidia-nvshmem-cu12 wheel (installed by tools/setup.sh into .tools/nvshmem) is found and loaded,
+ * nvidia-nvshmem-cu12 wheel (unpacked by tools/setup.sh into .tools/libraries) is found and loaded,
  * its version and init status read; an allocation before a successful init is refused natively
  * (NVSHMEM would otherwise try to initialize and exit the process); a library that does not load
  * is a typed failure. The collective refusal (bootstrap over a group, init failing on every rank)
@@ -10,18 +10,21 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
+import { libraryCacheDir } from "@tensorlane/core/native"
 import { describe, expect, it } from "vitest"
 import { nvshmemCandidates, nvshmemStatus } from "../src/index.ts"
 import { loadAddon } from "../src/Loader.ts"
 import { buildFakeCudaDriver, fakeCudaCalls } from "./doubles/build.ts"
 
 describe("NVSHMEM's host library", () => {
-  it("is looked for in NVSHMEM_LIB_DIR first, then the project's .tools/nvshmem, then the system", () => {
+  it("is looked for in NVSHMEM_LIB_DIR first, then the user cache, then the project's .tools/libraries, then the system", () => {
     process.env.NVSHMEM_LIB_DIR = "/opt/custom/nvshmem"
     try {
       const candidates = nvshmemCandidates()
       expect(candidates[0]).toBe("/opt/custom/nvshmem/libnvshmem_host.so.3")
-      expect(candidates.some((c) => c.endsWith(".tools/nvshmem/nvidia/nvshmem/lib/libnvshmem_host.so.3"))).toBe(true)
+      const inWheel = "nvidia_nvshmem_cu12-3.8.0/nvidia/nvshmem/lib/libnvshmem_host.so.3"
+      expect(candidates[1]).toBe(join(libraryCacheDir(), inWheel))
+      expect(candidates.some((c) => c.endsWith(`.tools/libraries/${inWheel}`))).toBe(true)
       expect(candidates.at(-1)).toBe("libnvshmem_host.so.3")
     } finally {
       delete process.env.NVSHMEM_LIB_DIR
@@ -36,7 +39,7 @@ describe("NVSHMEM's host library", () => {
   it("loads from the wheel, reports its version, and is not initialized", () => {
     const status = nvshmemStatus()
     expect(fs.existsSync(status.library)).toBe(true)
-    expect(status.library).toContain(".tools/nvshmem")
+    expect(status.library).toContain(".tools/libraries/nvidia_nvshmem_cu12-3.8.0/")
     expect(status.version).toBe("3.8.0")
     expect(status.initStatus).toBe(0)
   })

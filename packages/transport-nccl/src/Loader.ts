@@ -6,47 +6,71 @@
  * Each library is searched in this order (the way vLLM finds libnccl.so.2):
  * 1. an environment override naming the file: TENSORLANE_NCCL_LIBRARY, TENSORLANE_CUDART_LIBRARY.
  *    When set it is the only candidate: a library the user named is never silently replaced.
- * 2. the wheels: <repo>/.tools/nccl (where scripts/install-wheel.sh, called by tools/setup.sh,
- *    installs nvidia-nccl-cu12 and nvidia-cuda-runtime-cu12), looked for in every ancestor of this
- *    package and of the working directory, then Python's site-packages (a `pip install` of the
- *    cu12 or cu13 wheels);
+ * 2. the wheels nvidia-nccl-cu12 and nvidia-cuda-runtime-cu12: in the user cache (where
+ *    `npx tensorlane install nccl` unpacks them), in <repo>/.tools/libraries (tools/setup.sh), looked
+ *    for in every ancestor of this package and of the working directory, then in Python's
+ *    site-packages (a `pip install` of the cu12 or cu13 wheels);
  * 3. the system library path (dlopen by bare name).
  */
-import { type NativeLibrarySpec, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
+import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
 import type { NcclAddon } from "./AddonTypes.js"
 import { type NcclVersion, parseNcclVersion } from "./NcclVersion.js"
 
 export const PACKAGE = "@tensorlane/transport-nccl"
-const INSTALL = "bash tools/setup.sh (it runs packages/transport-nccl/scripts/install-wheel.sh)"
 
 export const NCCL_LIBRARY_ENV = "TENSORLANE_NCCL_LIBRARY"
 export const CUDART_LIBRARY_ENV = "TENSORLANE_CUDART_LIBRARY"
 
-const wheelLibrary = (library: string, env: string, wheelPaths: ReadonlyArray<string>, systemNames: ReadonlyArray<string>, fix: string): NativeLibrarySpec => ({
+const NCCL_WHEEL: RuntimeWheel = {
+  name: "nvidia-nccl-cu12",
+  version: "2.28.9",
+  url: "https://files.pythonhosted.org/packages/4a/4e/44dbb46b3d1b0ec61afda8e84837870f2f9ace33c564317d59b70bc19d3e/nvidia_nccl_cu12-2.28.9-py3-none-manylinux_2_18_x86_64.whl",
+  bytes: 296_782_137,
+  sha256: "485776daa8447da5da39681af455aa3b2c2586ddcf4af8772495e7c532c7e5ab",
+  libraries: [/^nvidia\/nccl\/lib\/libnccl\.so\.2$/],
+}
+
+const CUDART_WHEEL: RuntimeWheel = {
+  name: "nvidia-cuda-runtime-cu12",
+  version: "12.9.79",
+  url: "https://files.pythonhosted.org/packages/bc/46/a92db19b8309581092a3add7e6fceb4c301a3fd233969856a8cbf042cd3c/nvidia_cuda_runtime_cu12-12.9.79-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+  bytes: 3_493_179,
+  sha256: "25bba2dfb01d48a9b59ca474a1ac43c6ebf7011f1b0b8cc44f54eb6ac48a96c3",
+  libraries: [/^nvidia\/cuda_runtime\/lib\/libcudart\.so\.12$/],
+}
+
+/** What `npx tensorlane install nccl` fetches. */
+export const runtimeWheels: ReadonlyArray<RuntimeWheel> = [NCCL_WHEEL, CUDART_WHEEL]
+
+/** `path` in `wheel`; `siblings`: its paths in other builds' wheels, looked for in site-packages. */
+const wheelLibrary = (
+  library: string,
+  env: string,
+  wheel: RuntimeWheel,
+  path: string,
+  siblings: ReadonlyArray<string>,
+  systemNames: ReadonlyArray<string>,
+): NativeLibrarySpec => ({
   library,
   packageName: PACKAGE,
   moduleUrl: import.meta.url,
   override: { env, names: "file" },
-  toolDir: "nccl",
-  wheelPaths,
+  install: "nccl",
+  wheel,
+  path,
+  sitePaths: [path, ...siblings],
   systemNames,
-  fix,
 })
 
-export const NCCL = wheelLibrary(
-  "libnccl.so.2",
-  NCCL_LIBRARY_ENV,
-  ["nvidia/nccl/lib/libnccl.so.2"],
-  ["libnccl.so.2"],
-  `${INSTALL}, or python3 -m pip install --no-deps --target <repo>/.tools/nccl nvidia-nccl-cu12, or set ${NCCL_LIBRARY_ENV} to the path of a libnccl.so.2`,
-)
+export const NCCL = wheelLibrary("libnccl.so.2", NCCL_LIBRARY_ENV, NCCL_WHEEL, "nvidia/nccl/lib/libnccl.so.2", [], ["libnccl.so.2"])
 
 const CUDART = wheelLibrary(
   "libcudart.so.12",
   CUDART_LIBRARY_ENV,
-  ["nvidia/cuda_runtime/lib/libcudart.so.12", "nvidia/cu13/lib/libcudart.so.13"],
+  CUDART_WHEEL,
+  "nvidia/cuda_runtime/lib/libcudart.so.12",
+  ["nvidia/cu13/lib/libcudart.so.13"],
   ["libcudart.so.12", "libcudart.so.13", "libcudart.so"],
-  `${INSTALL}, or python3 -m pip install --no-deps --target <repo>/.tools/nccl nvidia-cuda-runtime-cu12, or set ${CUDART_LIBRARY_ENV} to the path of a libcudart.so`,
 )
 
 const addon = nativeAddon<NcclAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "nccl" })

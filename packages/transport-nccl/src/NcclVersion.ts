@@ -48,7 +48,7 @@ export const supports = (v: NcclVersion, feature: NcclFeature): boolean => wideC
 export const requireFeature = (v: NcclVersion, feature: NcclFeature, what: string): void => {
   if (supports(v, feature)) return
   throw new NcclVersionError({
-    message: `${what} needs NCCL >= ${ncclFeatures[feature]} (${feature}); the loaded libnccl.so.2 is ${formatNcclVersion(v)}. Install a newer nvidia-nccl-cu12 wheel (bash packages/transport-nccl/scripts/install-wheel.sh) or point TENSORLANE_NCCL_LIBRARY at a newer libnccl.so.2`,
+    message: `${what} needs NCCL >= ${ncclFeatures[feature]} (${feature}); the loaded libnccl.so.2 is ${formatNcclVersion(v)}. Install the wheel this version of @tensorlane/transport-nccl pins (npx tensorlane install nccl) or point TENSORLANE_NCCL_LIBRARY at a newer libnccl.so.2`,
     feature,
     required: ncclFeatures[feature],
     found: formatNcclVersion(v),

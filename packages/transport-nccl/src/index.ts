@@ -8,7 +8,7 @@ export { NcclMemPool, createNcclMemPool, type NcclMemPoolOptions, type PoolSegme
 export { registerMemPool, deregisterMemPool, type PoolGroup, type RegistrationOptions } from "./MemPoolRegistration.js"
 export { ncclMem, multiGroupMemPool, memPoolWithoutRegistration, type NcclMemScope, type NcclMemOptions, type RegistrationMode } from "./MemPoolScopes.js"
 export { allocateNcclMemory, freeNcclMemory, registerNcclWindow, deregisterNcclWindow, communicatorCollective, type NcclWindow } from "./NcclWindows.js"
-export { loadNccl, loadCuda, libraryCandidates, NCCL_LIBRARY_ENV, CUDART_LIBRARY_ENV } from "./Loader.js"
+export { loadNccl, loadCuda, libraryCandidates, runtimeWheels, NCCL_LIBRARY_ENV, CUDART_LIBRARY_ENV } from "./Loader.js"
 export type { DeviceMemoryHandle, NativeBuffer, NativeCommunicator, NativeDevices, NativeOperation, NcclAddon } from "./AddonTypes.js"
 export type { NativeFailure, NativeFailureCode } from "@tensorlane/core/native"
 export * as NcclEffect from "./NcclEffect.js"

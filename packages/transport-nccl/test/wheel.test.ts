@@ -1,5 +1,5 @@
 /**
- * The real libraries from the wheels that tools/setup.sh installs into .tools/nccl
+ * The real libraries from the wheels that tools/setup.sh installs into .tools/libraries
  * (nvidia-nccl-cu12, nvidia-cuda-runtime-cu12): they load, report their version, make unique ids
  * on loopback, and on a machine without a GPU every device path fails with NoCudaDeviceError.
  */
@@ -14,8 +14,8 @@ import { NcclEffect, createNcclMemPool, libraryCandidates, loadNccl, nccl, ncclS
 
 const hasGpu = fs.existsSync("/dev/nvidia0")
 const repo = fileURLToPath(new URL("../../..", import.meta.url))
-const wheelNccl = `${repo}.tools/nccl/nvidia/nccl/lib/libnccl.so.2`
-const wheelCudart = `${repo}.tools/nccl/nvidia/cuda_runtime/lib/libcudart.so.12`
+const wheelNccl = `${repo}.tools/libraries/nvidia_nccl_cu12-2.28.9/nvidia/nccl/lib/libnccl.so.2`
+const wheelCudart = `${repo}.tools/libraries/nvidia_cuda_runtime_cu12-12.9.79/nvidia/cuda_runtime/lib/libcudart.so.12`
 
 describe("libraries of the wheels", () => {
   it("setup installed both wheels where the loader looks first", () => {
@@ -122,7 +122,7 @@ describe("a missing library", () => {
     })
     const error = JSON.parse(stdout)
     expect(error).toMatchObject({ tag: "NativeLibraryError", library: "libnccl.so.2", tried: ["/nonexistent/libnccl.so.2"] })
-    expect(error.fix).toMatch(/tools\/setup\.sh.*nvidia-nccl-cu12.*TENSORLANE_NCCL_LIBRARY/)
+    expect(error.fix).toMatch(/^npx tensorlane install nccl, or bash tools\/setup\.sh in the repository, .*TENSORLANE_NCCL_LIBRARY/)
     expect(error.message).toMatch(/cannot be loaded\. Tried: \/nonexistent\/libnccl\.so\.2/)
   })
 })

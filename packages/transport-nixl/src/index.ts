@@ -3,7 +3,7 @@ export { registerNixlMemory, deregisterNixlMemory, nixlRegistrationRefs } from "
 export { createNixlMemoryPool, type NixlMemoryPool } from "./NixlMemoryPool.js"
 export { nixlStatus, type NixlStatus } from "./nixlStatus.js"
 export * as NixlEffect from "./NixlEffect.js"
-export { loadNixl, libraryCandidates } from "./Loader.js"
+export { loadNixl, libraryCandidates, runtimeWheels } from "./Loader.js"
 export type { DeviceMemoryHandle, NixlMetadata } from "./AddonTypes.js"
 export type {
   DeclaredRegion,

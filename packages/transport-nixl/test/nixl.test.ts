@@ -3,7 +3,9 @@
  * registered pool, the library search order, and every malformed-metadata path, which must end in
  * a ProtocolError before NIXL (whose deserializer aborts on garbage) sees anything.
  */
+import { join } from "node:path"
 import { Tensor } from "@tensorlane/core"
+import { libraryCacheDir } from "@tensorlane/core/native"
 import { afterEach, describe, expect, it, vi } from "vitest"
 import {
   type NixlMetadata,
@@ -78,13 +80,15 @@ describe("registered memory pool", () => {
 })
 
 describe("library search", () => {
-  it("tries NIXL_LIB_DIR first, then <repo>/.tools/nixl, then site-packages, then the system path", () => {
+  it("tries NIXL_LIB_DIR first, then the user cache, then <repo>/.tools/libraries, then site-packages, then the system path", () => {
     const saved = process.env.NIXL_LIB_DIR
     process.env.NIXL_LIB_DIR = "/opt/somewhere"
     try {
       const candidates = libraryCandidates()
       expect(candidates[0]).toBe("/opt/somewhere/libnixl_capi.so")
-      expect(candidates.findIndex((c) => c.includes("/.tools/nixl/.nixl_cu12.mesonpy.libs/"))).toBeGreaterThan(0)
+      const inWheel = "nixl_cu12-1.5.1/.nixl_cu12.mesonpy.libs/libnixl_capi.so"
+      expect(candidates[1]).toBe(join(libraryCacheDir(), inWheel))
+      expect(candidates.findIndex((c) => c.endsWith(`/.tools/libraries/${inWheel}`))).toBeGreaterThan(1)
       expect(candidates.at(-1)).toBe("libnixl_capi.so")
     } finally {
       if (saved === undefined) delete process.env.NIXL_LIB_DIR
