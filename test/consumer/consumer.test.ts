@@ -1,14 +1,13 @@
 /**
- * The packages as a user gets them (issue #23). Verdaccio on 127.0.0.1 holds every public workspace package,
- * packed from this checkout (third-party packages come through its uplink to the npm registry); a fresh app
- * in a temporary directory outside the repository installs core, transport-gloo and the CLI from it with
- * install scripts off and its own npm cache, HOME and XDG_CACHE_HOME. Every app command runs in a mount and
- * pid namespace where Debian's Gloo, the compilers, cmake and Python are hidden (hidden.sh): tensors move over
- * object-store and gloo, `tensorlane install nixl` fetches NIXL, a tensor moves over nixl, and the doctor
- * reports both ready. Verdaccio, the namespaces and the temporary directory go away on success, on failure
- * and on SIGINT/SIGTERM.
- */
-import { type ChildProcess, spawn } from "node:child_process"
+ * The packages as a user gets them (issue #23). Verdaccio on 127.0.0.1 holds every public workspace
+ * package, packed from this checkout (third-party packages come through its uplink to the registry npm
+ * uses here); a fresh app in a temporary directory outside the repository installs core, transport-gloo
+ * and the CLI from it with install scripts off and its own npm cache, HOME and XDG_CACHE_HOME. Every app
+ * command runs in a mount and pid namespace where Debian's Gloo, the compilers, cmake and Python are
+ * hidden (hidden.sh): tensors move over object-store and gloo, `tensorlane install nixl` fetches NIXL, a
+ * tensor moves over nixl, and the doctor reports both ready. Verdaccio, the namespaces and the temporary
+ * directory go away on success, on failure, on SIGINT/SIGTERM and when the worker exits.
+ */import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { dirname, join } from "node:path"
@@ -241,7 +240,7 @@ describe("a fresh app, installed from a local registry, on a machine without Glo
 
   it("`npx tensorlane install nixl` fetches NIXL without Python, and a tensor moves over nixl", async () => {
     succeeded(await inApp(["npm", "install", "@tensorlane/transport-nixl", "--ignore-scripts"], 120_000))
-    succeeded(await inApp(["npx", "--no", "tensorlane", "install", "nixl"], 240_000))
+    console.log(succeeded(await inApp(["npx", "--no", "tensorlane", "install", "nixl"], 240_000)))
     expect(succeeded(await inApp(["node", "transfer.mjs", "nixl"], 60_000))).toMatch(/^nixl: 4000000 bytes moved/m)
   })
 
