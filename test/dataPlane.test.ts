@@ -6,7 +6,9 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import { join } from "node:path"
 import readline from "node:readline"
+import { fileURLToPath } from "node:url"
 import { start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Peer, failureOf } from "../packages/transport-gloo/test/fixtures/peers.ts"
@@ -147,11 +149,19 @@ class Stranger {
   }
 }
 
-/** Runs `body` with a stranger and two gloo ranks in child processes (the addon alone), and ends them all after. */
+/** The platform package that users install (packages/platforms/gloo-linux-x64-gnu, filled by the repository's build). */
+const GLOO_PLATFORM = fileURLToPath(new URL("../packages/platforms/gloo-linux-x64-gnu/", import.meta.url))
+
+/**
+ * Runs `body` with a stranger and two gloo ranks in child processes (the addon alone: the platform
+ * package's, with its own libgloo, whose imports the pair guard redirects), and ends them all after.
+ */
 const withStranger = async (mode: "garbage" | "waits" | "echo", body: (stranger: Stranger, peers: ReadonlyArray<Peer>) => Promise<void>) => {
   const stranger = Stranger.start(mode)
   const peers = await Promise.all([Peer.spawn(), Peer.spawn()])
   try {
+    const origin = { addon: join(GLOO_PLATFORM, "tensorlane_gloo.node"), libgloo: join(GLOO_PLATFORM, "lib", "libgloo.so.0") }
+    expect(await Promise.all(peers.map((p) => p.call("origin")))).toEqual([origin, origin])
     await body(stranger, peers)
   } finally {
     for (const p of peers) p.kill()

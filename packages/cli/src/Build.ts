@@ -109,10 +109,15 @@ export const runBuild = async (transport: string, cwd: string): Promise<BuildRes
     throw new BuildError({ message: `building ${packageName} needs what this machine lacks:\n  ${missing.join("\n  ")}`, missing })
   }
   const dir = sourceBuildDir(packageName, installed.version)
-  fs.mkdirSync(dirname(dir), { recursive: true })
   // cmake's work folder and the new addon stay beside the destination until the build succeeded,
   // so that a failed or concurrent build never leaves a half-written addon where the loader looks.
-  const work = fs.mkdtempSync(`${dir}.build-`)
+  let work: string
+  try {
+    fs.mkdirSync(dirname(dir), { recursive: true })
+    work = fs.mkdtempSync(`${dir}.build-`)
+  } catch (error) {
+    throw new BuildError({ message: `cannot write the user cache at ${dirname(dir)} (set XDG_CACHE_HOME to a writable folder): ${(error as Error).message}`, missing: [] })
+  }
   try {
     const nodeAddonApi = dirname(createRequire(import.meta.url).resolve("node-addon-api/package.json"))
     await cmakeJs(["compile", "--directory", installed.root, "--out", join(work, "build"), `--CDNODE_ADDON_API_DIR=${nodeAddonApi}`], installed.root, packageName)
@@ -122,8 +127,12 @@ export const runBuild = async (transport: string, cwd: string): Promise<BuildRes
     const staged = join(work, "addon")
     fs.mkdirSync(staged)
     for (const file of files) fs.copyFileSync(join(release, file), join(staged, file))
-    fs.rmSync(dir, { recursive: true, force: true })
-    fs.renameSync(staged, dir)
+    try {
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.renameSync(staged, dir)
+    } catch (error) {
+      throw new BuildError({ message: `the built addon could not replace ${dir} (another build finishing at the same time?): ${(error as Error).message}`, missing: [] })
+    }
     return { packageName, version: installed.version, dir, files }
   } finally {
     fs.rmSync(work, { recursive: true, force: true })

@@ -1,9 +1,9 @@
 /** A package's addon (core's nativeAddon) and the search for the shared libraries addons dlopen (libraryCandidates / loadNativeLibrary). */
 import * as fs from "node:fs"
 import * as os from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { pathToFileURL } from "node:url"
-import { afterEach, describe, expect, it } from "vitest"
+import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates, loadNativeLibrary, nativeAddon } from "../src/NativeAddon.js"
 import { thrown } from "./helpers/errors.ts"
 
@@ -43,31 +43,72 @@ afterEach(() => {
 })
 
 describe("a package's addon", () => {
-  const example = () => nativeAddon<object>({ packageName: "@tensorlane/core", moduleUrl: import.meta.url, name: "example" })
-  const root = join(import.meta.dirname, "..")
+  const savedCache = process.env.XDG_CACHE_HOME
+  let scratch: string
 
-  it("is tensorlane_<name>.node in the package's Release then Debug build, or TENSORLANE_<NAME>_ADDON alone", () => {
-    expect(example().candidates()).toEqual([join(root, "build", "Release", "tensorlane_example.node"), join(root, "build", "Debug", "tensorlane_example.node")])
-    process.env.TENSORLANE_EXAMPLE_ADDON = "/opt/mine/tensorlane_example.node"
-    expect(example().candidates()).toEqual(["/opt/mine/tensorlane_example.node"])
+  beforeEach(() => {
+    scratch = fs.mkdtempSync(join(os.tmpdir(), "native-addon-"))
+    process.env.XDG_CACHE_HOME = join(scratch, "cache")
   })
 
-  it("is loaded on first use; one that is not built is a NativeLibraryError with every path and the fix", () => {
-    const addon = example()
+  afterEach(() => {
+    if (savedCache === undefined) delete process.env.XDG_CACHE_HOME
+    else process.env.XDG_CACHE_HOME = savedCache
+    fs.rmSync(scratch, { recursive: true, force: true })
+  })
+
+  /** A package @example/transport-demo at 1.2.3 in `root`, with a prebuilt platform package for this machine as an optional dependency. */
+  const demoPackage = (root: string) => {
+    fs.mkdirSync(join(root, "dist"), { recursive: true })
+    const manifest = { name: "@example/transport-demo", version: "1.2.3", optionalDependencies: { "@example/transport-demo-linux-x64-gnu": "1.2.3" } }
+    fs.writeFileSync(join(root, "package.json"), JSON.stringify(manifest))
+    return nativeAddon<object>({ packageName: "@example/transport-demo", moduleUrl: pathToFileURL(join(root, "dist", "index.js")).href, name: "demo", buildNeeds: "libdemo-dev" })
+  }
+  const cached = () => join(scratch, "cache", "tensorlane", "addons", "example-transport-demo@1.2.3", "linux-x64", "tensorlane_demo.node")
+
+  it("is the platform package, then the user cache's source build, then the package's Release and Debug build, or TENSORLANE_<NAME>_ADDON alone", () => {
+    const root = join(scratch, "app", "node_modules", "@example", "transport-demo")
+    const addon = demoPackage(root)
+    const platform = join(scratch, "app", "node_modules", "@example", "transport-demo-linux-x64-gnu")
+    fs.mkdirSync(platform, { recursive: true })
+    fs.writeFileSync(join(platform, "package.json"), JSON.stringify({ name: "@example/transport-demo-linux-x64-gnu", version: "1.2.3" }))
+    const builds = (root: string) => [join(root, "build", "Release", "tensorlane_demo.node"), join(root, "build", "Debug", "tensorlane_demo.node")]
+    expect(addon.candidates()).toEqual([join(platform, "tensorlane_demo.node"), cached(), ...builds(root)])
+    const alone = join(scratch, "other", "node_modules", "@example", "transport-demo")
+    expect(demoPackage(alone).candidates()).toEqual(["@example/transport-demo-linux-x64-gnu/tensorlane_demo.node (not installed)", cached(), ...builds(alone)])
+    process.env.TENSORLANE_DEMO_ADDON = "/opt/mine/tensorlane_demo.node"
+    expect(addon.candidates()).toEqual(["/opt/mine/tensorlane_demo.node"])
+    delete process.env.TENSORLANE_DEMO_ADDON
+  })
+
+  it("is loaded on first use; one that is nowhere is a NativeLibraryError with every candidate and fixes that work outside the repository", () => {
+    const addon = demoPackage(join(scratch, "app", "node_modules", "@example", "transport-demo"))
     expect(addon.loaded()).toBeUndefined()
-    let error: unknown
-    try {
-      addon.load()
-    } catch (e) {
-      error = e
-    }
-    expect(error).toMatchObject({
+    const fix = `npm install @example/transport-demo-linux-x64-gnu@1.2.3 (the prebuilt addon for linux-x64-gnu), or npx tensorlane build @example/transport-demo (a source build into ${dirname(cached())}; needs cmake and a C++ compiler, libdemo-dev)`
+    expect(thrown(() => addon.load())).toMatchObject({
       _tag: "NativeLibraryError",
-      library: "tensorlane_example.node",
+      library: "tensorlane_demo.node",
       tried: addon.candidates(),
-      fix: "npm run build:native -w @tensorlane/core, or bash tools/setup.sh",
+      fix,
+      message: `the @example/transport-demo addon is not installed: no tensorlane_demo.node at ${addon.candidates().join(", ")}. Fix: ${fix}`,
     })
     expect(addon.loaded()).toBeUndefined()
+  })
+
+  it("names the repository's setup only in a checkout, and only a source build where no platform package is published", () => {
+    fs.mkdirSync(join(scratch, "repo", "tools"), { recursive: true })
+    fs.writeFileSync(join(scratch, "repo", "tools", "setup.sh"), "")
+    const addon = nativeAddon<object>({ packageName: "@tensorlane/core", moduleUrl: import.meta.url, name: "example" })
+    const inCheckout = nativeAddon<object>({ packageName: "@tensorlane/transport-demo", moduleUrl: pathToFileURL(join(scratch, "repo", "packages", "demo", "dist", "index.js")).href, name: "demo" })
+    fs.mkdirSync(join(scratch, "repo", "packages", "demo", "dist"), { recursive: true })
+    fs.writeFileSync(join(scratch, "repo", "packages", "demo", "package.json"), JSON.stringify({ name: "@tensorlane/transport-demo", version: "0.3.0" }))
+    const repo = join(import.meta.dirname, "..", "..", "..")
+    expect(thrown(() => addon.load())).toMatchObject({
+      fix: `no prebuilt addon for linux-x64-gnu: npx tensorlane build core (a source build into ${join(scratch, "cache", "tensorlane", "addons", "tensorlane-core@0.1.0", "linux-x64")}; needs cmake and a C++ compiler), or, in the repository ${repo}: bash tools/setup.sh`,
+    })
+    expect(thrown(() => inCheckout.load())).toMatchObject({
+      fix: expect.stringMatching(/^no prebuilt addon for linux-x64-gnu: npx tensorlane build demo .*, or, in the repository .*\/repo: bash tools\/setup\.sh$/),
+    })
   })
 })
 

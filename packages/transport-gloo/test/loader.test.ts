@@ -16,6 +16,8 @@ type Outcome =
   | { readonly error: { readonly tag: string; readonly message: string; readonly library: string; readonly tried: ReadonlyArray<string>; readonly fix: string } }
 
 const built = fileURLToPath(new URL("../build/Release/tensorlane_gloo.node", import.meta.url))
+/** The platform package as the repository's build fills it (packages/platforms/gloo-linux-x64-gnu). */
+const platform = fileURLToPath(new URL("../../platforms/gloo-linux-x64-gnu/", import.meta.url))
 const scratch = fs.mkdtempSync(join(os.tmpdir(), "gloo-loader-"))
 
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }))
@@ -49,30 +51,33 @@ const withoutLibgloo = (): string => {
 }
 
 describe("the gloo addon's loader", () => {
-  it("loads the package's own build by default", async () => {
+  it("loads the platform package's addon by default, with the libgloo it bundles", async () => {
     const outcome = await statusWith(undefined)
-    expect(outcome).toMatchObject({ status: { addon: built, library: expect.stringMatching(/libgloo\.so/) } })
+    expect(outcome).toMatchObject({ status: { addon: join(platform, "tensorlane_gloo.node"), library: join(platform, "lib", "libgloo.so.0") } })
   })
 
   it("takes TENSORLANE_GLOO_ADDON as the only candidate, and says so when it names nothing", async () => {
     const missing = join(scratch, "nowhere", "tensorlane_gloo.node")
     const error = refusal(await statusWith(missing))
     expect(error.tried).toEqual([missing])
-    expect(error.message).toBe(
-      `TENSORLANE_GLOO_ADDON names ${missing}, which does not exist: point it at a built tensorlane_gloo.node, or unset it to use the package's own build (npm run build:native -w @tensorlane/transport-gloo (needs libgloo-dev: sudo apt-get install libgloo-dev), or bash tools/setup.sh)`,
+    expect(error.message).toBe(`TENSORLANE_GLOO_ADDON names ${missing}, which does not exist: point it at a built tensorlane_gloo.node, or unset it to use the installed addon (${error.fix})`)
+    expect(error.fix).toMatch(
+      /^npm install @tensorlane\/transport-gloo-linux-x64-gnu@0\.1\.0 \(the prebuilt addon for linux-x64-gnu\), or npx tensorlane build gloo \(a source build into .*; needs cmake and a C\+\+ compiler, libgloo-dev \(sudo apt-get install libgloo-dev\)\), or, in the repository .*: bash tools\/setup\.sh$/,
     )
   })
 
   it("names libgloo, what dlopen said and the fix when the library is missing", async () => {
     const error = refusal(await statusWith(withoutLibgloo()))
     expect(error.library).toBe("libgloo.so.0")
-    expect(error.message).toMatch(/^libgloo\.so\.0 \(Gloo, Debian package libgloo0 from libgloo-dev\) cannot be loaded by the gloo addon: .*libgloo\.so\.9: cannot open shared object file.*Fix: sudo apt-get install libgloo-dev/)
+    expect(error.message).toMatch(
+      /^libgloo\.so\.0 \(Gloo, Debian package libgloo0\) cannot be loaded by the gloo addon: .*libgloo\.so\.9: cannot open shared object file.*Fix: sudo apt-get install libgloo0 for the addon built against the system's libgloo, or npm install @tensorlane\/transport-gloo-linux-x64-gnu@0\.1\.0/,
+    )
   })
 
-  it("says a file that is no addon cannot be loaded, and how to rebuild", async () => {
+  it("says a file that is no addon cannot be loaded, and how to get one", async () => {
     const garbage = join(scratch, "garbage.node")
     fs.writeFileSync(garbage, "not an ELF file")
     const error = refusal(await statusWith(garbage))
-    expect(error.message).toMatch(new RegExp(`^the @tensorlane/transport-gloo addon cannot be loaded: ${garbage}: .*Rebuild it: npm run build:native`))
+    expect(error.message).toMatch(new RegExp(`^the @tensorlane/transport-gloo addon cannot be loaded: ${garbage}: .*Tried: ${garbage}\\. Fix: npm install @tensorlane/transport-gloo-linux-x64-gnu@0\\.1\\.0 `))
   })
 })
