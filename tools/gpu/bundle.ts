@@ -2,8 +2,8 @@
  * Builds the GPU check bundle (README.md beside this file): Node from the npm registry
  * (fetch-node.sh, xz), and app.tar.xz holding the built packages with their addons, effect, the
  * check programs (transpiled, importing the packages as an install would), and a trimmed NIXL when
- * <repo>/.tools/nixl holds the wheel; run.sh is its one command. Build the packages and their
- * addons first (tools/setup.sh).
+ * <repo>/.tools/libraries holds the wheel (tools/setup.sh unpacks it there); run.sh is its one
+ * command. Build the packages and their addons first (tools/setup.sh).
  *   npx tsx tools/gpu/bundle.ts [--out <folder>]   build it (default <repo>/.gpu-bundle)
  *   npx tsx tools/gpu/bundle.ts --dry             build it in a temporary folder, check its size, start it here
  */
@@ -14,6 +14,9 @@ import * as os from "node:os"
 import { basename, dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { CHECKOUT_LIBRARIES, type RuntimeWheel, wheelFolder } from "@tensorlane/core/native"
+import { runtimeWheels as ncclWheels } from "@tensorlane/transport-nccl"
+import { runtimeWheels as nixlWheels } from "@tensorlane/transport-nixl"
 import { transformSync } from "esbuild"
 import { REPORT_FILE, type Report } from "./runner.js"
 
@@ -39,8 +42,17 @@ const NIXL_ROOTS = [
   "nixl_cu12.libs/ucx/libucm_cuda.so.0.0.0",
   "nixl_cu12.libs/ucx/libuct_cma.so.0.0.0",
 ]
+/** Where tools/setup.sh unpacked the wheel of that name. */
+const unpacked = (wheels: ReadonlyArray<RuntimeWheel>, name: string): string => {
+  const wheel = wheels.find((w) => w.name === name)
+  if (wheel === undefined) throw new Error(`no package pins the ${name} wheel`)
+  return join(REPO, CHECKOUT_LIBRARIES, wheelFolder(wheel))
+}
 /** UCX's CUDA memory hooks need CUDA 12's runtime (the device has 13's): the nccl cu12 wheel's, where their RUNPATH looks. */
-const NIXL_CUDART = { from: join(REPO, ".tools", "nccl", "nvidia", "cuda_runtime", "lib", "libcudart.so.12"), to: "nixl_cu12.libs/libcudart.so.12" }
+const NIXL_CUDART = {
+  from: join(unpacked(ncclWheels, "nvidia-cuda-runtime-cu12"), "nvidia", "cuda_runtime", "lib", "libcudart.so.12"),
+  to: "nixl_cu12.libs/libcudart.so.12",
+}
 
 export interface BundleInfo {
   readonly dir: string
@@ -111,7 +123,7 @@ const closure = (wheel: string, roots: ReadonlyArray<string>): Array<string> => 
 
 /** NIXL's libraries for the VRAM check, when the wheel is installed here; false when it is not. */
 const stageNixl = (app: string): boolean => {
-  const wheel = join(REPO, ".tools", "nixl")
+  const wheel = unpacked(nixlWheels, "nixl-cu12")
   if (!fs.existsSync(join(wheel, NIXL_ROOTS[0])) || !fs.existsSync(NIXL_CUDART.from)) return false
   for (const file of closure(wheel, NIXL_ROOTS)) copyFile(join(wheel, file), join(app, "nixl", file))
   copyFile(NIXL_CUDART.from, join(app, "nixl", NIXL_CUDART.to))

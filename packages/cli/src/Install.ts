@@ -21,6 +21,8 @@ export const INSTALL_TARGETS: Readonly<Record<string, string>> = {
   nvshmem: "@tensorlane/symmetric-mem",
 }
 
+const MAX_REDIRECTS = 5
+
 /** Written last into an unpacked wheel's folder: the folder is complete when it names the pinned sha256. */
 const MARKER = ".tensorlane-wheel.json"
 
@@ -68,6 +70,20 @@ const label = (wheel: RuntimeWheel): string => `${wheel.name} ${wheel.version}`
 /** The wheel's file name, the last segment of its URL. */
 export const wheelFileName = (wheel: RuntimeWheel): string => decodeURIComponent(basename(new URL(wheel.url).pathname))
 
+/** Temporary folders of the installs under way: removed when the process exits first (main.ts turns Ctrl-C and SIGTERM into an exit). */
+const underWay = new Set<string>()
+let exitHookAdded = false
+
+const removeOnExit = (temp: string): void => {
+  if (!exitHookAdded) {
+    process.on("exit", () => {
+      for (const dir of underWay) fs.rmSync(dir, { recursive: true, force: true })
+    })
+    exitHookAdded = true
+  }
+  underWay.add(temp)
+}
+
 const isDiskFull = (error: unknown): boolean => {
   const code = (error as NodeJS.ErrnoException | undefined)?.code
   return code === "ENOSPC" || code === "EDQUOT"
@@ -92,12 +108,22 @@ const download = async (wheel: RuntimeWheel, target: string, idleTimeoutMs: numb
   arm()
   try {
     let response: Response
-    try {
-      response = await fetch(url, { signal: abort.signal, redirect: "follow" })
-    } catch (error) {
-      throw failed(error)
+    let current = url
+    // Redirects are followed here, each checked before it is requested: https only, at most MAX_REDIRECTS.
+    for (let hop = 0; ; hop++) {
+      try {
+        response = await fetch(current, { signal: abort.signal, redirect: "manual" })
+      } catch (error) {
+        throw failed(error)
+      }
+      const location = response.headers.get("location")
+      if (response.status < 300 || response.status >= 400 || location === null) break
+      await response.body?.cancel()
+      const next = new URL(location, current)
+      if (next.protocol !== "https:") throw refuse(`${current} redirects to ${next.href}, which is not https`)
+      if (hop === MAX_REDIRECTS) throw refuse(`${url} redirects more than ${MAX_REDIRECTS} times`)
+      current = next.href
     }
-    if (new URL(response.url).protocol !== "https:") throw refuse(`${url} redirected to ${response.url}, which is not https`)
     if (!response.ok || response.body === null) throw refuse(`${url} answered ${response.status} ${response.statusText}`)
     let bytes = 0
     const bound = new Transform({
@@ -175,6 +201,7 @@ export const installWheel = async (wheel: RuntimeWheel, options: InstallOptions)
   try {
     fs.mkdirSync(options.root, { recursive: true })
     temp = fs.mkdtempSync(join(options.root, `.${wheelFolder(wheel)}.tmp-`))
+    removeOnExit(temp)
     const file = join(temp, "wheel.whl")
     if (source !== undefined) fs.copyFileSync(source, file)
     else await download(wheel, file, options.idleTimeoutMs ?? 60_000)
@@ -198,7 +225,10 @@ export const installWheel = async (wheel: RuntimeWheel, options: InstallOptions)
     }
     throw error
   } finally {
-    if (temp !== undefined) fs.rmSync(temp, { recursive: true, force: true })
+    if (temp !== undefined) {
+      fs.rmSync(temp, { recursive: true, force: true })
+      underWay.delete(temp)
+    }
   }
 }
 

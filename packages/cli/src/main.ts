@@ -130,6 +130,9 @@ const install = async (args: ReadonlyArray<string>): Promise<void> => {
   const { values, positionals } = usage(() => parseArgs({ args: [...args], allowPositionals: true, options: { into: { type: "string" }, from: { type: "string" } } }))
   if (positionals.length === 0) throw new UsageError({ message: `tensorlane install needs a target: ${Object.keys(INSTALL_TARGETS).join(", ")}\n${USAGE}` })
   const root = values.into ?? libraryCacheDir()
+  // Exiting runs the installer's exit hook, which removes its temporary folders; a signal's default would not.
+  process.once("SIGINT", () => process.exit(130))
+  process.once("SIGTERM", () => process.exit(143))
   for (const target of positionals) {
     for (const wheel of await targetWheels(target)) {
       const done = await installWheel(wheel, { root, ...(values.from !== undefined ? { from: values.from } : {}) })

@@ -5,8 +5,10 @@
  * symlink), entries over the limits or lying about their size, a full disk, a refused connection.
  * Whatever fails leaves the install root as it was.
  */
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
+import * as https from "node:https"
 import * as net from "node:net"
 import * as os from "node:os"
 import { join } from "node:path"
@@ -115,6 +117,74 @@ describe("the real download", () => {
   })
 })
 
+/** Runs installWheel(wheel, { root }) in a child process that trusts `ca`; what it rejected with (tag and message), or "installed". */
+const installTrusting = async (ca: string, wheel: RuntimeWheel): Promise<{ tag?: string; message?: string }> => {
+  const install = fileURLToPath(new URL("../dist/Install.js", import.meta.url))
+  const script = `
+    const { installWheel } = await import(${JSON.stringify(install)})
+    const wheel = { ...JSON.parse(process.env.WHEEL), libraries: [] }
+    const outcome = await installWheel(wheel, { root: process.env.ROOT }).then(() => ({}), (e) => ({ tag: e._tag, message: e.message }))
+    console.log(JSON.stringify(outcome))`
+  const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: ca, WHEEL: JSON.stringify(wheel), ROOT: root },
+    timeout: 30_000,
+  })
+  return JSON.parse(stdout) as { tag?: string; message?: string }
+}
+
+describe("a local https server", () => {
+  it("a redirect to plain http is refused before it is followed", async () => {
+    const key = join(scratch, "key.pem")
+    const cert = join(scratch, "cert.pem")
+    await promisify(execFile)("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+    const plainRequests: Array<string> = []
+    const plain = http.createServer((request, response) => {
+      plainRequests.push(request.url ?? "")
+      response.end()
+    })
+    await new Promise<void>((resolve) => plain.listen(0, "127.0.0.1", resolve))
+    const target = `http://127.0.0.1:${(plain.address() as net.AddressInfo).port}/made.whl`
+    const secure = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (_request, response) => {
+      response.writeHead(302, { location: target }).end()
+    })
+    await new Promise<void>((resolve) => secure.listen(0, "127.0.0.1", resolve))
+    try {
+      const wheel = { ...(await cudart()), url: `https://127.0.0.1:${(secure.address() as net.AddressInfo).port}/made.whl` }
+      expect(await installTrusting(cert, wheel)).toEqual({ tag: "DownloadError", message: `${wheel.name} ${wheel.version}: ${wheel.url} redirects to ${target}, which is not https` })
+      expect(plainRequests).toEqual([])
+      expect(tree(root)).toEqual([])
+    } finally {
+      secure.close()
+      plain.close()
+    }
+  })
+})
+
+describe("an install interrupted", () => {
+  it("by a signal that ends the process leaves no temporary folder", async () => {
+    const silent = net.createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve))
+    try {
+      const wheel = { ...(await cudart()), libraries: [], url: `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}/silent.whl` }
+      const install = fileURLToPath(new URL("../dist/Install.js", import.meta.url))
+      const script = `
+        const { installWheel } = await import(${JSON.stringify(install)})
+        process.once("SIGTERM", () => process.exit(143))
+        installWheel(JSON.parse(process.env.WHEEL), { root: process.env.ROOT })`
+      const child = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, WHEEL: JSON.stringify(wheel), ROOT: root }, stdio: "ignore" })
+      const deadline = Date.now() + 10_000
+      while (tree(root).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(tree(root)).toEqual([expect.stringMatching(/^\.nvidia_cuda_runtime_cu12-12\.9\.79\.tmp-/)])
+      const exited = new Promise((resolve) => child.once("exit", resolve))
+      child.kill("SIGTERM")
+      expect(await exited).toBe(143)
+      expect(tree(root)).toEqual([])
+    } finally {
+      silent.close()
+    }
+  })
+})
+
 describe("wheels made here", () => {
   const library = Buffer.concat([ELF, Buffer.alloc(4096, 7)])
   const good = (extra: ReadonlyArray<Parameters<typeof makeWheel>[0][number]> = []) =>
@@ -141,6 +211,15 @@ describe("wheels made here", () => {
     expect(fs.readFileSync(join(root, "made-1.0", "made/lib/libmade.so.1"))).toEqual(library)
     expect(fs.statSync(join(root, "made-1.0", "made/lib/libmade.so.1")).mode & 0o777).toBe(0o755)
     expect(tree(root).filter((p) => p.startsWith("."))).toEqual([])
+  })
+
+  it("two installs of one wheel at once both succeed, and leave one complete folder", async () => {
+    const wheel = pinWheel(from, "made", good(), LIBRARIES)
+    const done = await Promise.all([installWheel(wheel, { root, from }), installWheel(wheel, { root, from })])
+    expect(done.map((d) => d.fresh)).toEqual([true, true])
+    expect(tree(root).filter((p) => !p.includes("/"))).toEqual(["made-1.0"])
+    expect(fs.readFileSync(join(root, "made-1.0", "made/lib/libmade.so.1"))).toEqual(library)
+    expect(await installWheel(wheel, { root, from })).toMatchObject({ fresh: false })
   })
 
   it("a file that is not the pinned one is a WheelHashError", async () => {

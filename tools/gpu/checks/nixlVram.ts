@@ -12,7 +12,7 @@ import type { Check } from "../check.js"
 import { take, withCluster } from "./cluster.js"
 
 export const nixlVram: Check = async (facts) => {
-  if (process.env.NIXL_LIB_DIR === undefined) return { skip: "the bundle carries no NIXL (built without .tools/nixl)" }
+  if (process.env.NIXL_LIB_DIR === undefined) return { skip: "the bundle carries no NIXL (built without NIXL in .tools/libraries)" }
   await import("@tensorlane/transport-nccl")
   const t = Tensor.ones([1 << 20], { allocator: currentAllocator("cuda:0") })
   const metadata = (await nixl.extractMetadata!({ objectId: "vram-check", tensors: [t] })) as NixlMetadata
