@@ -31,7 +31,8 @@ if ((${#missing[@]} > 0)); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# Node 24 for the GPU check bundle (tools/gpu), from the npm registry, xz-compressed into .tools/node.
+# Node 24 for the GPU check bundle (tools/gpu) and `npm run test:node24`, from the npm registry,
+# xz-compressed into .tools/node.
 bash tools/gpu/fetch-node.sh >/dev/null
 
 # Installs what the lockfile pins. Not `npm ci`: npm 11 leaves the other platforms' optional packages

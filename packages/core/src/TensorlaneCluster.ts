@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type { ActorDefinition, ActorHandle } from "./Actor.js"
-import { type Cluster, type ClusterInspection, type CollectiveGroup, type GroupOptions, type SpawnOptions, type StartOptions, start } from "./Cluster.js"
+import { Cluster, type ClusterInspection, type CollectiveGroup, type GroupOptions, type SpawnOptions, type StartOptions } from "./Cluster.js"
 import type {
   ApplicationError,
   ClusterClosedError,
@@ -30,6 +30,7 @@ import type { GetOptions, PutOptions } from "./InActor.js"
 import type { ObjectRef } from "./ObjectRef.js"
 import type { GroupFailure, RegistrationFailure } from "./Transport.js"
 import { attempt } from "./internal/attempt.js"
+import { callerFolder } from "./internal/callerModule.js"
 
 export class TensorlaneCluster extends Context.Service<TensorlaneCluster, Cluster>()("@tensorlane/core/TensorlaneCluster") {}
 
@@ -83,19 +84,22 @@ export const transport = (specifier: string): Layer.Layer<never> =>
  * Starts a cluster for the layer's scope and shuts it down when the scope closes. Transfer spans go
  * to the tracer of the Effect that builds the layer, unless `options.tracer` names another.
  */
-export const layer = (options: StartOptions = {}): Layer.Layer<TensorlaneCluster, StartFailure> =>
-  Layer.effect(
+export const layer = (options: StartOptions = {}): Layer.Layer<TensorlaneCluster, StartFailure> => {
+  // Relative transport paths are the caller's: it is on the stack now, not when the layer is built.
+  const base = callerFolder()
+  return Layer.effect(
     TensorlaneCluster,
     Effect.gen(function* () {
       const tracer = yield* Effect.tracer
       const context = yield* Effect.context<never>()
       const added = [...context.mapUnsafe].flatMap(([key, specifier]) => (key.startsWith(TRANSPORT_KEY) ? [specifier as string] : []))
       const transports = [...new Set([...(options.transports ?? []), ...added])]
-      return yield* Effect.acquireRelease(attempt<Cluster, StartFailure>(() => start({ tracer, ...options, transports })), (cluster) =>
+      return yield* Effect.acquireRelease(attempt<Cluster, StartFailure>(() => Cluster.create({ tracer, ...options, transports }, base)), (cluster) =>
         Effect.promise(() => cluster.shutdown()),
       )
     }),
   )
+}
 
 const withCluster = <A, E extends PackageError>(run: (cluster: Cluster) => A | Promise<A>): Effect.Effect<A, E, TensorlaneCluster> =>
   Effect.gen(function* () {

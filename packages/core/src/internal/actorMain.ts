@@ -20,6 +20,7 @@ import type { Frame } from "./frame.js"
 import { type FromActor, type ToActor, decodeToActor } from "./messages.js"
 import { ProcessRuntime } from "./processRuntime.js"
 import { Requests } from "./requests.js"
+import { importModule } from "./typeScript.js"
 import { toWireError } from "./wireError.js"
 
 type Init = Extract<ToActor, { _tag: "Init" }>
@@ -74,7 +75,7 @@ class Actor {
   ) {}
 
   static async start(init: Init): Promise<Actor> {
-    const module = (await import(init.moduleUrl)) as Record<string, unknown>
+    const module = await importModule(init.moduleUrl, "actor module")
     const definition = module[init.exportName]
     if (!isActorDefinition(definition)) {
       throw new InvalidArgumentError({ message: `${init.moduleUrl} has no actor definition exported as "${init.exportName}"`, argument: "definition" })

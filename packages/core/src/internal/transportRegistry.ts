@@ -10,6 +10,7 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { TransportLoadError, UnknownTransportError } from "../Errors.js"
 import { type DefinedTransport, type FetchRequest, type PromiseTransport, type TensorTransport, defineTransport, isTensorTransport } from "../Transport.js"
+import { importModule } from "./typeScript.js"
 
 export const objectStoreName = "object-store"
 
@@ -25,9 +26,12 @@ export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<v
     fetch,
   })
 
-/** Relative paths are taken from the driver's working directory, so that every process finds the same file. */
-export const normalizeSpecifier = (specifier: string): string =>
-  specifier.startsWith(".") || isAbsolute(specifier) ? pathToFileURL(resolve(specifier)).href : specifier
+/**
+ * Relative paths are taken from `base`, the folder of the user's module that starts the cluster, and
+ * made file URLs, so that every process finds the same file whatever its working directory.
+ */
+export const normalizeSpecifier = (specifier: string, base: string): string =>
+  specifier.startsWith(".") || isAbsolute(specifier) ? pathToFileURL(resolve(base, specifier)).href : specifier
 
 /** An export shaped like a transport: made by `defineEffectTransport` or `defineTransport`, or a plain object written with Promises. */
 const isTransportShaped = (value: unknown): value is PromiseTransport | TensorTransport =>
@@ -40,10 +44,11 @@ const contractOf = (transport: PromiseTransport | TensorTransport): TensorTransp
 const importTransports = async (specifier: string): Promise<Array<TensorTransport>> => {
   let module: Record<string, unknown>
   try {
-    module = await import(specifier)
+    module = await importModule(specifier, "transport module")
   } catch (cause) {
+    const notFound = (cause as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND" && !specifier.startsWith("file:")
     throw new TransportLoadError({
-      message: `cannot import transport module "${specifier}": ${cause instanceof Error ? cause.message : String(cause)}. Is the package installed next to @tensorlane/core?`,
+      message: `cannot import transport module "${specifier}": ${cause instanceof Error ? cause.message : String(cause)}${notFound ? ". Is the package installed next to @tensorlane/core?" : ""}`,
       specifier,
     })
   }

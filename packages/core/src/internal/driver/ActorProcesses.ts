@@ -4,18 +4,17 @@
  * over it, and their end (an exit, a closed connection, `cluster.kill`, shutdown).
  */
 import { type ChildProcess, spawn as spawnProcess, spawnSync } from "node:child_process"
-import { createRequire } from "node:module"
 import type { Socket } from "node:net"
-import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefinition, methodOf } from "../../Actor.js"
-import { ActorDiedError, ClusterClosedError, InvalidArgumentError, ProtocolError, TimeoutError, UnsupportedOperationError } from "../../Errors.js"
+import { ActorDiedError, ClusterClosedError, InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
 import { type ClusterIdentity, type ObjectRef, requireSameCluster } from "../../ObjectRef.js"
 import { checkTimeout, describe } from "../arguments.js"
 import { Connection, decoded } from "../connection.js"
 import { type ActorInspection, type FromActor, type ToActor, decodeFromActor } from "../messages.js"
 import type { Entry } from "../objectDirectory.js"
 import { SHUTDOWN_GRACE_MS } from "../processRuntime.js"
+import { actorTypeScriptFlags } from "../typeScript.js"
 import { Requests } from "../requests.js"
 import { firstFailure, settledWithin } from "../waits.js"
 import { fromWireError } from "../wireError.js"
@@ -99,22 +98,6 @@ const handleCluster = Symbol("tensorlane.handleCluster")
 
 const actorMainPath = fileURLToPath(new URL("./actor-main.js", import.meta.url))
 
-/** Flags an actor process needs to import a TypeScript actor module. */
-const typeScriptFlags = (moduleUrl: string): Array<string> => {
-  if (!/\.[cm]?ts$/.test(moduleUrl)) return []
-  if ((process.features as { typescript?: unknown }).typescript) return []
-  const [major, minor] = process.versions.node.split(".").map(Number)
-  if (major > 22 || (major === 22 && minor >= 6)) return ["--experimental-strip-types", "--no-warnings=ExperimentalWarning"]
-  try {
-    createRequire(join(process.cwd(), "noop.js")).resolve("tsx")
-    return ["--import", "tsx"]
-  } catch {
-    throw new UnsupportedOperationError({
-      message: `actor module ${moduleUrl} is TypeScript, which Node ${process.versions.node} cannot import by itself. Install tsx next to your project (npm i -D tsx), use Node >= 22.18, or point defineActor at compiled JavaScript.`,
-    })
-  }
-}
-
 let launcher: ReadonlyArray<string> | undefined
 
 /**
@@ -177,7 +160,7 @@ export class ActorProcesses {
       const transport = methodOf(definition, name)?.options.tensorTransport
       if (transport !== undefined) this.driver.runtime.transport(transport)
     }
-    const flags = [...this.launch.execArgv, ...typeScriptFlags(definition.moduleUrl)]
+    const flags = [...this.launch.execArgv, ...actorTypeScriptFlags(definition.moduleUrl, this.launch.transports)]
     const starts = Array.from({ length: count }, (_, index) => this.start(definition, index, flags, options.env ?? {}))
     const records = starts.map((s) => s.record)
     const ready = new Set<ActorRecord>()
