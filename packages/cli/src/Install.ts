@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { Readable, Transform } from "node:stream"
 import { pipeline } from "node:stream/promises"
+import type { ReadableStream as WebReadableStream } from "node:stream/web"
 import { type RuntimeWheel, wheelFolder } from "@tensorlane/core/native"
 import { DiskFullError, DownloadError, PackageMissingError, UnsafeWheelError, UsageError, WheelHashError } from "./Errors.js"
 import { WHEEL_LIMITS, type WheelLimits, extractWheelEntry, readWheelEntries } from "./Wheel.js"
@@ -135,7 +136,7 @@ const download = async (wheel: RuntimeWheel, target: string, idleTimeoutMs: numb
       },
     })
     try {
-      await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), bound, fs.createWriteStream(target, { flags: "wx" }))
+      await pipeline(Readable.fromWeb(response.body as WebReadableStream), bound, fs.createWriteStream(target, { flags: "wx" }))
     } catch (error) {
       if (error instanceof WheelHashError || (error as NodeJS.ErrnoException).syscall !== undefined) throw error
       throw failed(error)

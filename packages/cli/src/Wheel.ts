@@ -36,6 +36,8 @@ export interface WheelEntry {
 const EOCD = 0x06054b50
 const CENTRAL = 0x02014b50
 const LOCAL = 0x04034b50
+/** A central directory record: 46 bytes and at most 1 KiB of name, extra field and comment (the pinned wheels use under 300). */
+const MAX_RECORD_BYTES = 46 + 1024
 const S_IFMT = 0o170000
 const S_IFREG = 0o100000
 const S_IFDIR = 0o040000
@@ -90,6 +92,7 @@ export const readWheelEntries = (path: string, wheel: string, limits: WheelLimit
     const directoryOffset = tail.readUInt32LE(at + 16)
     if (count === 0xffff || directoryBytes === 0xffffffff || directoryOffset === 0xffffffff) return fail("a zip64 archive, which is not supported")
     if (count > limits.entries) return fail(`${count} entries, more than the limit of ${limits.entries}`)
+    if (directoryBytes > count * MAX_RECORD_BYTES) return fail(`a central directory of ${directoryBytes} bytes for ${count} entries`)
     const directoryEnd = size - tailLength + at
     if (directoryOffset + directoryBytes > directoryEnd) return fail("the central directory runs past its end record")
     const directory = readAt(fd, directoryOffset, directoryBytes)

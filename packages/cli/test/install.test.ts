@@ -269,6 +269,12 @@ describe("wheels made here", () => {
     expect(tree(root)).toEqual([])
   })
 
+  it("a central directory larger than its entries need is refused before it is read", async () => {
+    const wheel = pinWheel(from, "made", good([{ name: "made/lib/libmade.so", commentBytes: 60_000 }]), LIBRARIES)
+    expect(await rejection(installWheel(wheel, { root, from }))).toMatchObject({ _tag: "UnsafeWheelError", message: expect.stringMatching(/a central directory of \d+ bytes for 5 entries/) })
+    expect(tree(root)).toEqual([])
+  })
+
   it("a wheel without the libraries its pin names is refused (its layout changed)", async () => {
     const wheel = pinWheel(from, "made", good(), [/^made\/lib\/libother\.so$/])
     expect(await rejection(installWheel(wheel, { root, from }))).toMatchObject({ _tag: "UnsafeWheelError", message: expect.stringContaining("no entry matches") })

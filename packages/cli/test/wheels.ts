@@ -12,6 +12,8 @@ export interface MadeEntry {
   readonly mode?: number
   /** The uncompressed size the archive declares (default: the data's). */
   readonly declaredBytes?: number
+  /** The length of the entry's comment in the central directory (default: none). */
+  readonly commentBytes?: number
 }
 
 export const makeWheel = (entries: ReadonlyArray<MadeEntry>): Buffer => {
@@ -41,10 +43,11 @@ export const makeWheel = (entries: ReadonlyArray<MadeEntry>): Buffer => {
     record.writeUInt32LE(body.length, 20)
     record.writeUInt32LE(bytes, 24)
     record.writeUInt16LE(name.length, 28)
+    record.writeUInt16LE(entry.commentBytes ?? 0, 32)
     record.writeUInt32LE(((entry.mode ?? 0o100644) << 16) >>> 0, 38)
     record.writeUInt32LE(offset, 42)
     locals.push(local, name, body)
-    central.push(record, name)
+    central.push(record, name, Buffer.alloc(entry.commentBytes ?? 0, 0x20))
     offset += local.length + name.length + body.length
   }
   const directory = Buffer.concat(central)

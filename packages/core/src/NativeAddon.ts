@@ -300,7 +300,8 @@ const overrideSetting = (spec: NativeLibrarySpec) =>
 
 /** What to run: the install command, the checkout's setup when the package runs from one, the override. */
 export const libraryFix = (spec: NativeLibrarySpec): string => {
-  const setup = checkoutOf(packageRootOf(spec.moduleUrl, spec.packageName)) !== undefined ? ", or bash tools/setup.sh in the repository" : ""
+  const repo = checkoutOf(packageRootOf(spec.moduleUrl, spec.packageName))
+  const setup = repo !== undefined ? `, or, in the repository ${repo}: bash tools/setup.sh` : ""
   const override =
     spec.override.names === "file" ? `set ${spec.override.env} to the path of a ${spec.library}` : `point ${spec.override.env} at the folder that holds ${spec.library}`
   return `npx tensorlane install ${spec.install}${setup}, or ${override}`

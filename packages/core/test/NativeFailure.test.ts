@@ -3,6 +3,7 @@
  * every addon, a package's own wording where it gives one, and errors that are no addon failure
  * passed through.
  */
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { ProtocolError } from "../src/Errors.js"
 import type { NativeLibrarySpec } from "../src/NativeAddon.js"
@@ -35,7 +36,7 @@ describe("nativeError", () => {
         _tag: "NativeLibraryError",
         library: "libtest.so.1",
         tried: [],
-        fix: "npx tensorlane install test, or bash tools/setup.sh in the repository, or set TENSORLANE_TEST_LIBRARY to the path of a libtest.so.1",
+        fix: `npx tensorlane install test, or, in the repository ${join(import.meta.dirname, "..", "..", "..")}: bash tools/setup.sh, or set TENSORLANE_TEST_LIBRARY to the path of a libtest.so.1`,
       },
       system: { _tag: "TransferError", transport: "test" },
       io: { _tag: "TransferError", transport: "test" },

@@ -31,7 +31,8 @@ const spec = (names: "folder" | "file", moduleUrl = import.meta.url): NativeLibr
   systemNames: ["libexample.so.1", "libexample.so"],
 })
 
-const FIX_IN_CHECKOUT = `npx tensorlane install example, or bash tools/setup.sh in the repository, or point ${ENV} at the folder that holds libexample.so.1`
+const REPO = join(import.meta.dirname, "..", "..", "..")
+const FIX_IN_CHECKOUT = `npx tensorlane install example, or, in the repository ${REPO}: bash tools/setup.sh, or point ${ENV} at the folder that holds libexample.so.1`
 
 const xdgCacheHome = process.env.XDG_CACHE_HOME
 
@@ -176,7 +177,7 @@ describe("native library search", () => {
         throw new Error("no")
       }))
       process.env[ENV] = "/nowhere/libexample.so.1"
-      expect(fail(import.meta.url)).toMatchObject({ fix: `npx tensorlane install example, or bash tools/setup.sh in the repository, or set ${ENV} to the path of a libexample.so.1` })
+      expect(fail(import.meta.url)).toMatchObject({ fix: `npx tensorlane install example, or, in the repository ${REPO}: bash tools/setup.sh, or set ${ENV} to the path of a libexample.so.1` })
       expect(fail(pathToFileURL(join(outside, "index.js")).href)).toMatchObject({ fix: `npx tensorlane install example, or set ${ENV} to the path of a libexample.so.1` })
     } finally {
       fs.rmSync(outside, { recursive: true, force: true })
