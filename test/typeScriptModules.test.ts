@@ -41,6 +41,13 @@ describe("TypeScript actor and transport modules", () => {
     expect(stdout).toBe(EXPECTED)
   })
 
+  it("the Effect face: the cluster layer takes the relative path from the module that builds it", async () => {
+    const { code, stdout, stderr } = await runDriver(join(fixture, "effect.ts"), elsewhere)
+    expect(stderr).toBe("")
+    expect(code).toBe(0)
+    expect(stdout).toBe(EXPECTED)
+  })
+
   it(`in a project without tsx: ${strips ? "load, Node strips their types" : "fail in the thread without tsx's hooks, saying tsx is missing"}`, async () => {
     for (const name of fs.readdirSync(fixture)) fs.copyFileSync(join(fixture, name), join(project, name))
     fs.writeFileSync(join(project, "package.json"), JSON.stringify({ type: "module", private: true }))

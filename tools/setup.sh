@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 need_node() {
   local version
   version=$(node -p 'process.versions.node' 2>/dev/null || echo 0)
-  node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' 2>/dev/null || {
-    echo "tensorlane needs Node.js >= 20.19 (found ${version}); install it from your distribution or nodejs.org" >&2
+  # The packages' engines: ^20.19.0 || >=22.12.0.
+  node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>22||(a===22&&b>=12)||(a===20&&b>=19)?0:1)' 2>/dev/null || {
+    echo "tensorlane needs Node.js 22.12 or later, or 24 (20.19 still works; found ${version}); install it from your distribution or nodejs.org" >&2
     exit 1
   }
 }
