@@ -1,4 +1,4 @@
-import { defineConfig } from "vitest/config"
+import { configDefaults, defineConfig } from "vitest/config"
 
 // One project per package plus the multi-process scenarios under test/.
 export default defineConfig({
@@ -18,9 +18,21 @@ export default defineConfig({
           name: "integration",
           root: "test",
           include: ["**/*.test.ts"],
+          exclude: [...configDefaults.exclude, "consumer/**"],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          // The packages as a user installs them, from a local registry (issue #23): one file, its steps in order.
+          name: "consumer",
+          root: "test/consumer",
+          include: ["*.test.ts"],
+          pool: "forks",
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
         },
       },
       {
