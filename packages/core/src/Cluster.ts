@@ -252,7 +252,7 @@ export class Cluster implements AsyncDisposable {
     if (this.identity.closed) return
     this.identity.closed = true
     await this.processes.shutdown()
-    this.hostSessions?.close()
+    await this.hostSessions?.close()
     await this.runtime.close()
     removeClusterDir(this.dir)
   }
