@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Harness, harnessUnavailable, startHosts, withHosts } from "./harness.ts"
+import { alive } from "./nodes.ts"
 
 const unavailable = harnessUnavailable()
 if (unavailable !== undefined) console.warn(`skipping the multi-host harness tests: ${unavailable}`)
@@ -42,15 +43,6 @@ const started = (child: ChildProcess): Promise<void> =>
     child.stdout!.once("data", () => resolve())
     child.once("exit", (code) => reject(new Error(`exited with ${code} before it listened`)))
   })
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 /** What is left of harness `id`: its namespaces, the driver's veth, its folder, and which of `pids` still run. */
 const leftovers = (id: string, folder: string, pids: ReadonlyArray<number> = []) => ({
