@@ -4,7 +4,7 @@
  * failed; placement admits this driver on each host through the host's entity, routed by the engine;
  * and an actor starts through its host's node.
  */
-import { Effect, ManagedRuntime } from "effect"
+import { Effect, type Layer, ManagedRuntime } from "effect"
 import type { ClusterConfig, ClusterHost, ClusterTls } from "../../ClusterConfig.js"
 import { InvalidArgumentError, TimeoutError } from "../../Errors.js"
 import { describe } from "../arguments.js"
@@ -26,7 +26,7 @@ const MEMBERSHIP_POLL_MS = 500
 const nodeAddress = (host: ClusterHost): string => tlsAddress({ member: host.name, host: host.address, port: host.port })
 
 export class Hosts {
-  private readonly engine: ManagedRuntime.ManagedRuntime<any, any>
+  private engine: ManagedRuntime.ManagedRuntime<Layer.Success<ReturnType<typeof clientLayer>>, unknown>
   private closed = false
 
   constructor(
@@ -37,8 +37,31 @@ export class Hosts {
     /** A host left the storage's runners (its node died, or was cut off): its actors are gone. */
     private readonly lost: (host: string, reason: string) => void,
   ) {
-    this.engine = ManagedRuntime.make(clientLayer(config, credentials))
-    this.engine.runFork(this.watch())
+    this.engine = this.join()
+  }
+
+  /** Joins the engine as a client, and watches the storage's runners. */
+  private join() {
+    const engine = ManagedRuntime.make(clientLayer(this.config, this.credentials))
+    engine.runFork(this.watch())
+    return engine
+  }
+
+  /**
+   * Runs `effect` on the engine; its failure is `what` failing with a TimeoutError. An engine that
+   * could not join (Postgres was down when the driver started) is joined again on the next call.
+   */
+  private async run<A>(what: string, effect: Effect.Effect<A, unknown, Layer.Success<ReturnType<typeof clientLayer>>>): Promise<A> {
+    const engine = this.engine
+    try {
+      return await engine.runPromise(effect)
+    } catch (error) {
+      if (engine.cachedContext === undefined && this.engine === engine && !this.closed) {
+        this.engine = this.join()
+        void engine.dispose()
+      }
+      throw this.unplaced(what, error)
+    }
   }
 
   /**
@@ -85,7 +108,7 @@ export class Hosts {
       const infos = yield* Effect.forEach(live, (h) => Effect.result(client(h.name).Describe().pipe(Effect.timeout(PLACEMENT_TIMEOUT_MS))), { concurrency: "unbounded" })
       return infos.flatMap((r) => (r._tag === "Success" ? [r.success] : []))
     })
-    return this.engine.runPromise(listed.pipe(Effect.mapError((error) => this.unplaced("list the hosts", error))))
+    return this.run("list the hosts", listed)
   }
 
   private unplaced(what: string, error: unknown): TimeoutError | InvalidArgumentError {
@@ -124,7 +147,8 @@ export class Hosts {
     }
     const names =
       options.host !== undefined ? [this.host(options.host, "host").name] : (options.hosts ?? this.config.hosts.map((h) => h.name)).map((n) => this.host(n, "hosts").name)
-    await this.engine.runPromise(this.admit([...new Set(names)]).pipe(Effect.mapError((error) => this.unplaced(`place actors on ${[...new Set(names)].join(", ")}`, error))))
+    const distinct = [...new Set(names)]
+    await this.run(`place actors on ${distinct.join(", ")}`, this.admit(distinct))
     return Array.from({ length: count }, (_, i) => names[i % names.length]!)
   }
 
