@@ -61,25 +61,23 @@ describe.skipIf(unavailable !== undefined)("the security of a cluster across hos
   }
 
   it("a stranger without credentials gets nothing from a node or its runner, over TLS or plain TCP", async () => {
-    const session = unadmitted
-    const bare = await probe("s1", 7400, { tls: true, frame: session })
+    const bare = await probe("s1", 7400, { tls: true, frame: unadmitted })
     expect(bare.received).toBe(0)
-    const plain = await probe("s1", 7400, { tls: false, frame: session })
+    const plain = await probe("s1", 7400, { tls: false, frame: unadmitted })
     expect(plain.received).toBe(0)
     // The driver, with its certificate, is answered at the same port from the same network.
     const driver = hosts.env.config.drivers[0]!
-    const answered = await probe("s1", 7400, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: session })
+    const answered = await probe("s1", 7400, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: unadmitted })
     expect(answered.received).toBeGreaterThan(0)
     // The engine's runner (the port after the node's) speaks only mutual TLS as well.
-    for (const tls of [true, false]) expect((await probe("s1", 7401, { tls, frame: session })).received).toBe(0)
+    for (const tls of [true, false]) expect((await probe("s1", 7401, { tls, frame: unadmitted })).received).toBe(0)
   })
 
   it("a node refuses another cluster's certificate, and a host's certificate spawns nothing either", async () => {
-    const session = unadmitted
-    const foreign = await probe("s1", 7400, { tls: true, cert: path.join(other, "c/drivers/driver.pem"), key: path.join(other, "c/drivers/driver.key"), frame: session })
+    const foreign = await probe("s1", 7400, { tls: true, cert: path.join(other, "c/drivers/driver.pem"), key: path.join(other, "c/drivers/driver.key"), frame: unadmitted })
     expect(foreign.received).toBe(0)
     const h2 = hosts.env.config.hosts[1]!
-    const host = await probe("s1", 7400, { tls: true, cert: h2.certPath, key: h2.keyPath, frame: session })
+    const host = await probe("s1", 7400, { tls: true, cert: h2.certPath, key: h2.keyPath, frame: unadmitted })
     expect(host.received).toBe(0)
   })
 

@@ -45,7 +45,7 @@ const FIRST_MESSAGE_TIMEOUT_MS = 10_000
 const CUT_OFF_LIMIT_MS = 3_000
 
 /** The drivers admitted here (by cluster id), with their actors on this host. */
-interface DriverSession {
+interface AdmittedDriver {
   readonly driver: string
   readonly actors: Set<ChildProcess>
 }
@@ -69,7 +69,7 @@ const gpuCount = (): number => {
 }
 
 export class TensorlaneNode {
-  private readonly sessions = new Map<string, DriverSession>()
+  private readonly drivers = new Map<string, AdmittedDriver>()
   private readonly server: tls.Server
   private engine: { readonly dispose: () => Promise<void> } | undefined
   private closed = false
@@ -143,7 +143,7 @@ export class TensorlaneNode {
           Effect.forever(
             Effect.gen(function* () {
               yield* Effect.sleep(period)
-              if (Date.now() - reachedAt >= CUT_OFF_LIMIT_MS) for (const clusterId of [...node.sessions.keys()]) node.endDriver(clusterId)
+              if (Date.now() - reachedAt >= CUT_OFF_LIMIT_MS) for (const clusterId of [...node.drivers.keys()]) node.endDriver(clusterId)
             }),
           ),
         )
@@ -209,19 +209,19 @@ export class TensorlaneNode {
 
   /** Admits the spawns of `driver` for the cluster `clusterId` (one driver per cluster id). */
   admit(clusterId: string, driver: string): HostInfo {
-    const session = this.sessions.get(clusterId)
-    if (this.closed || (session !== undefined && session.driver !== driver)) {
+    const admitted = this.drivers.get(clusterId)
+    if (this.closed || (admitted !== undefined && admitted.driver !== driver)) {
       throw new InvalidArgumentError({ message: `node ${this.host.name} does not admit ${driver} for cluster ${clusterId}`, argument: "clusterId" })
     }
-    if (session === undefined) this.sessions.set(clusterId, { driver, actors: new Set() })
+    if (admitted === undefined) this.drivers.set(clusterId, { driver, actors: new Set() })
     return this.info()
   }
 
   /** Ends the actors of the driver of `clusterId` on this host. */
   endDriver(clusterId: string): void {
-    const session = this.sessions.get(clusterId)
-    this.sessions.delete(clusterId)
-    for (const child of session?.actors ?? []) child.kill("SIGKILL")
+    const admitted = this.drivers.get(clusterId)
+    this.drivers.delete(clusterId)
+    for (const child of admitted?.actors ?? []) child.kill("SIGKILL")
   }
 
   /**
@@ -230,12 +230,12 @@ export class TensorlaneNode {
    * InitFailed.
    */
   private spawn(socket: tls.TLSSocket, driver: string, request: ToNode, unread: Buffer): void {
-    const session = this.sessions.get(request.clusterId)
+    const admitted = this.drivers.get(request.clusterId)
     const refuse = (error: unknown) => {
       writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
       socket.end()
     }
-    if (session === undefined || session.driver !== driver) {
+    if (admitted === undefined || admitted.driver !== driver) {
       refuse(new InvalidArgumentError({ message: `${driver} is not admitted by node ${this.host.name} for cluster ${request.clusterId}`, argument: "clusterId" }))
       return
     }
@@ -256,7 +256,7 @@ export class TensorlaneNode {
       refuse(error)
       return
     }
-    session.actors.add(child)
+    admitted.actors.add(child)
     const control = child.stdio[3] as net.Socket
     if (unread.byteLength > 0) control.write(unread)
     socket.pipe(control)
@@ -265,7 +265,7 @@ export class TensorlaneNode {
     socket.on("close", end)
     control.on("error", () => socket.destroy())
     child.once("exit", () => {
-      session.actors.delete(child)
+      admitted.actors.delete(child)
       socket.off("close", end)
       socket.end()
     })
@@ -275,8 +275,8 @@ export class TensorlaneNode {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    const children = [...this.sessions.values()].flatMap((s) => [...s.actors])
-    for (const clusterId of [...this.sessions.keys()]) this.endDriver(clusterId)
+    const children = [...this.drivers.values()].flatMap((s) => [...s.actors])
+    for (const clusterId of [...this.drivers.keys()]) this.endDriver(clusterId)
     await settledWithin(
       children.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((done) => c.once("exit", () => done())))),
       SHUTDOWN_GRACE_MS,
