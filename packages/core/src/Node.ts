@@ -50,6 +50,16 @@ interface AdmittedDriver {
   readonly actors: Set<ChildProcess>
 }
 
+/**
+ * Ends this side of a connection and drops what the peer still sends, so that the socket closes once
+ * the peer ends its side too: unread (unpiped, or never read), it would never see the peer's end and
+ * would stay open, keeping the server from closing.
+ */
+const finish = (socket: tls.TLSSocket): void => {
+  socket.end()
+  socket.resume()
+}
+
 const installedTransports = (): Array<string> =>
   TRANSPORT_PACKAGES.filter((name) => {
     try {
@@ -233,7 +243,7 @@ export class TensorlaneNode {
     const admitted = this.drivers.get(request.clusterId)
     const refuse = (error: unknown) => {
       writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
-      socket.end()
+      finish(socket)
     }
     if (admitted === undefined || admitted.driver !== driver) {
       refuse(new InvalidArgumentError({ message: `${driver} is not admitted by node ${this.host.name} for cluster ${request.clusterId}`, argument: "clusterId" }))
@@ -267,7 +277,7 @@ export class TensorlaneNode {
     child.once("exit", () => {
       admitted.actors.delete(child)
       socket.off("close", end)
-      socket.end()
+      finish(socket)
     })
   }
 
