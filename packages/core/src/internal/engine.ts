@@ -119,8 +119,13 @@ const runnerHealth = Layer.effect(RunnerHealth.RunnerHealth)(
 const storage = (config: ClusterConfig, self: ClusterHost | undefined) =>
   SqlRunnerStorage.layerWith({ prefix: "tensorlane" }).pipe(Layer.provide(postgres(config)), Layer.provideMerge(shardingConfig(config, self)))
 
+/** The engine's messages are a host's description and ids: a frame of 1 MiB is far more than they need. */
+const MAX_ENGINE_FRAME_BYTES = 1024 * 1024
+
 const common = (config: ClusterConfig, credentials: ClusterTls, self: ClusterHost | undefined) =>
-  Layer.mergeAll(storage(config, self), clientProtocol(config, credentials), MessageStorage.layerNoop).pipe(Layer.provideMerge(RpcSerialization.layerSchemaBinary({ maxFrameSize: 1024 * 1024 })))
+  Layer.mergeAll(storage(config, self), clientProtocol(config, credentials), MessageStorage.layerNoop).pipe(
+    Layer.provideMerge(RpcSerialization.layerSchemaBinary({ maxFrameSize: MAX_ENGINE_FRAME_BYTES })),
+  )
 
 /** A host's runner: listening under mutual TLS on the host's address at runnerPort, and serving `entity` (the node's entity layer). */
 export const runnerLayer = <E, R>(config: ClusterConfig, host: ClusterHost, credentials: ClusterTls, entity: Layer.Layer<never, E, R>) =>
