@@ -69,7 +69,9 @@ describe.skipIf(unavailable !== undefined)("the security of a cluster across hos
     const driver = hosts.env.config.drivers[0]!
     const answered = await probe("s1", 7400, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: unadmitted })
     expect(answered.received).toBeGreaterThan(0)
-    // The engine's runner (the port after the node's) speaks only mutual TLS as well.
+    // The engine's runner (the port after the node's) speaks only mutual TLS as well: the driver's
+    // certificate completes a handshake there, a stranger gets nothing.
+    expect((await probe("s1", 7401, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: unadmitted })).connected).toBe(true)
     for (const tls of [true, false]) expect((await probe("s1", 7401, { tls, frame: unadmitted })).received).toBe(0)
   })
 
