@@ -2,11 +2,12 @@
  * Failures of a cluster across hosts, each with its timing: a host that dies, a link that goes
  * down, a driver killed, a node restarted. The bounds are the documented ones
  * (docs/failures-and-timeouts.md): a host's actors fail within 5 s, a dead driver's actors end
- * within 10 s.
+ * within 10 s. And Postgres down: what runs goes on, placements fail after their timeout, and all
+ * recovers once it is back.
  */
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { ActorDiedError, ObjectLostError } from "@tensorlane/core"
+import { ActorDiedError, ObjectLostError, TimeoutError } from "@tensorlane/core"
 import { describe, expect, it } from "vitest"
 import { HostWorker } from "../fixtures/hostActors.ts"
 import { digest, sample } from "../fixtures/samples.ts"
@@ -77,7 +78,7 @@ describe.skipIf(unavailable !== undefined)("failures of a cluster across 3 hosts
       expect(died.error).toBeInstanceOf(ActorDiedError)
       expect((died.error as ActorDiedError).message).toMatch(/host h3/)
       expect(died.ms).toBeLessThan(5_000)
-      // hosts() waits for the cut-off host no longer than a session's opening.
+      // hosts() lists the live runners: the cut-off host is not among them.
       const t0 = Date.now()
       expect((await hosts.cluster.hosts()).map((h) => h.name)).toEqual(["h1", "h2"])
       expect(Date.now() - t0).toBeLessThan(6_000)
@@ -125,5 +126,30 @@ describe.skipIf(unavailable !== undefined)("failures of a cluster across 3 hosts
     const [again] = await hosts.cluster.spawn(HostWorker, { host: "h1" })
     expect((await hosts.cluster.get(again!.where())).glooHost).toBe(hosts.env.hosts[0]!.address)
     await hosts.cluster.kill(again!)
+  })
+
+  it("Postgres down: actors and transfers go on, a placement fails with TimeoutError after its 5 s, and all recovers once it is back", async () => {
+    const [a, b] = await hosts.cluster.spawn(HostWorker, { count: 2, hosts: ["h1", "h2"] })
+    const pids = (await hosts.cluster.get([a!.where(), b!.where()])).map((w) => w.pid)
+    const want = digest({ f: sample("float32", N, 3), i: [sample("int64", N / 2, 4)], b: sample("uint8", 64, 5) })
+    await hosts.env.stopPostgres()
+    try {
+      // Longer than the engine's lock expiration: the runners have found their storage gone.
+      await sleep(4_000)
+      expect(await hosts.cluster.get(b!.digest(a!.objectStore(N, 3)))).toEqual(want)
+      const refused = await timedRejection(hosts.cluster.spawn(HostWorker, { host: "h3" }))
+      expect(refused.error).toBeInstanceOf(TimeoutError)
+      expect(refused.ms).toBeGreaterThanOrEqual(4_500)
+      expect(refused.ms).toBeLessThan(8_000)
+      expect(pids.every(alive)).toBe(true)
+    } finally {
+      await hosts.env.startPostgres()
+    }
+    const [c] = await hosts.cluster.spawn(HostWorker, { host: "h3" })
+    // Past the driver's wait for the runners' heartbeats: it takes no host for dead once Postgres is back.
+    await sleep(4_000)
+    expect(await hosts.cluster.get(c!.digest(b!.objectStore(N, 3)))).toEqual(want)
+    expect(await hosts.cluster.get(a!.digest(b!.objectStore(N, 3)))).toEqual(want)
+    await Promise.all([a, b, c].map((x) => hosts.cluster.kill(x!)))
   })
 })

@@ -1,8 +1,8 @@
 /**
  * Mutual TLS on every connection between hosts: a process in a fourth namespace (a stranger on the
- * same network, without the cluster's credentials) can neither open a session with a node (so
- * neither spawn nor call) nor fetch an object from an actor's agent; a certificate of another
- * cluster and a host's certificate are refused by a node too; a missing certificate or key stops a
+ * same network, without the cluster's credentials) can neither reach a node (so neither spawn nor
+ * call), nor its host's runner of Effect's cluster engine, nor fetch an object from an actor's agent;
+ * a certificate of another cluster and a host's certificate are refused by a node too; a missing certificate or key stops a
  * driver and a node from starting.
  */
 import { spawn } from "node:child_process"
@@ -48,30 +48,38 @@ describe.skipIf(unavailable !== undefined)("the security of a cluster across hos
     return JSON.parse(result.stdout.trim()) as Probe
   }
 
-  /** Ports that processes of host h1 listen on besides its node's: its actors' agents and data planes. */
+  /**
+   * A spawn of a cluster id no node admitted: a node answers the driver with the spawn's failure
+   * (InitFailed), and starts nothing.
+   */
+  const unadmitted = { _tag: "Spawn", clusterId: "probe", actorId: "probe", moduleUrl: "file:///nonexistent.js", execArgv: [], env: {} }
+
+  /** Ports that processes of host h1 listen on besides its node's and its runner's: its actors' agents and data planes. */
   const actorPorts = async (): Promise<Array<number>> => {
     const listening = await hosts.env.run("h1", ["ss", "-Hltn"])
-    return [...listening.stdout.matchAll(/\s(\d+\.\d+\.\d+\.\d+):(\d+)\s/g)].map((m) => Number(m[2])).filter((p) => p !== 7400)
+    return [...listening.stdout.matchAll(/\s(\d+\.\d+\.\d+\.\d+):(\d+)\s/g)].map((m) => Number(m[2])).filter((p) => p !== 7400 && p !== 7401)
   }
 
-  it("a stranger without credentials opens no session with a node, over TLS or plain TCP", async () => {
-    const session = { _tag: "Session", clusterId: hosts.cluster.id }
-    const bare = await probe("s1", 7400, { tls: true, frame: session })
+  it("a stranger without credentials gets nothing from a node or its runner, over TLS or plain TCP", async () => {
+    const bare = await probe("s1", 7400, { tls: true, frame: unadmitted })
     expect(bare.received).toBe(0)
-    const plain = await probe("s1", 7400, { tls: false, frame: session })
+    const plain = await probe("s1", 7400, { tls: false, frame: unadmitted })
     expect(plain.received).toBe(0)
     // The driver, with its certificate, is answered at the same port from the same network.
     const driver = hosts.env.config.drivers[0]!
-    const answered = await probe("s1", 7400, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: session })
+    const answered = await probe("s1", 7400, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: unadmitted })
     expect(answered.received).toBeGreaterThan(0)
+    // The engine's runner (the port after the node's) speaks only mutual TLS as well: the driver's
+    // certificate completes a handshake there, a stranger gets nothing.
+    expect((await probe("s1", 7401, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: unadmitted })).connected).toBe(true)
+    for (const tls of [true, false]) expect((await probe("s1", 7401, { tls, frame: unadmitted })).received).toBe(0)
   })
 
-  it("a node refuses another cluster's certificate, and a host's certificate opens no session either", async () => {
-    const session = { _tag: "Session", clusterId: hosts.cluster.id }
-    const foreign = await probe("s1", 7400, { tls: true, cert: path.join(other, "c/drivers/driver.pem"), key: path.join(other, "c/drivers/driver.key"), frame: session })
+  it("a node refuses another cluster's certificate, and a host's certificate spawns nothing either", async () => {
+    const foreign = await probe("s1", 7400, { tls: true, cert: path.join(other, "c/drivers/driver.pem"), key: path.join(other, "c/drivers/driver.key"), frame: unadmitted })
     expect(foreign.received).toBe(0)
     const h2 = hosts.env.config.hosts[1]!
-    const host = await probe("s1", 7400, { tls: true, cert: h2.certPath, key: h2.keyPath, frame: session })
+    const host = await probe("s1", 7400, { tls: true, cert: h2.certPath, key: h2.keyPath, frame: unadmitted })
     expect(host.received).toBe(0)
   })
 

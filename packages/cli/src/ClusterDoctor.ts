@@ -121,13 +121,19 @@ const handshake = (options: tls.ConnectionOptions): Promise<{ readonly validFrom
     socket.once("error", (error) => done(error))
   })
 
-/** What each node that opens a session for `driver` reports of its host, by host name (core bounds each host's answer). */
-const nodeReports = async (config: ClusterConfig, driver: string): Promise<ReadonlyMap<string, HostInfo>> => {
+/**
+ * What each live node reports of its host to `driver`, by host name (core bounds each host's answer);
+ * undefined when the cluster's storage, which lists the live nodes, does not answer (Postgres's own
+ * check says why).
+ */
+const nodeReports = async (config: ClusterConfig, driver: string): Promise<ReadonlyMap<string, HostInfo> | undefined> => {
   // Loaded only now: the rest of doctor works without core's runtime.
   const { start } = await import("@tensorlane/core")
   const cluster = await start({ cluster: config.file, driver })
   try {
     return new Map((await cluster.hosts()).map((info) => [info.name, info]))
+  } catch {
+    return undefined
   } finally {
     await cluster.shutdown()
   }
@@ -150,10 +156,10 @@ export const runClusterDoctor = async (file: string, driverName?: string, now: D
     const cert = presented[i]!
     if (cert instanceof Error) return { name: h.name, endpoint, ok: false, problem: `mutual TLS failed: ${describeError(cert)}` }
     const certificate = { validFrom: cert.validFrom.toISOString(), validTo: cert.validTo.toISOString(), daysLeft: daysLeft(cert.validTo, now) }
-    const info = reported.get(h.name)
+    const info = reported?.get(h.name)
     const problems = [
       ...(certificate.daysLeft < EXPIRY_WARNING_DAYS ? [`its certificate expires in ${certificate.daysLeft} days`] : []),
-      ...(info === undefined ? ["its node took the TLS connection but opened no session"] : []),
+      ...(reported !== undefined && info === undefined ? ["its node took the TLS connection but is not among the cluster's live runners"] : []),
     ]
     return {
       name: h.name,

@@ -266,7 +266,7 @@ export class Cluster implements AsyncDisposable {
     this.identity.closed = true
     this.objects.flushFrees()
     await this.processes.shutdown()
-    this.hostSessions?.close()
+    await this.hostSessions?.close()
     await this.runtime.close()
     removeClusterDir(this.dir)
   }

@@ -4,21 +4,25 @@
  * starts, for the drivers of the cluster, the actor processes they place on its host: the same
  * actor code as on one machine, with the host's address for the data planes (gloo's pairs, UCX's
  * interface) and the host's credentials for their transfer agents. It owns them: they are its
- * children, and it ends a driver's actors once that driver's session is over (closed, or silent for
- * SILENCE_LIMIT_MS).
+ * children. Its host's membership of the cluster is Effect's: the node is a runner of the cluster's
+ * engine (internal/engine.ts), which admits a driver's spawns here (Admit), ends them (Kill) and
+ * says what the host is (Describe). An actor ends when its driver's connection closes, and every
+ * driver's actors end when this runner is cut off from the cluster (neither Postgres nor any other
+ * runner answers for CUT_OFF_LIMIT_MS); Postgres alone being down keeps them.
  */
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import type * as net from "node:net"
 import * as os from "node:os"
 import * as tls from "node:tls"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { Runners } from "effect/cluster"
 import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
-import { InvalidArgumentError, ProtocolError } from "./Errors.js"
+import { InvalidArgumentError } from "./Errors.js"
 import { launchActor } from "./internal/actorLaunch.js"
-import { Connection, decoded } from "./internal/connection.js"
+import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, liveHosts, runnerAddressOf, runnerLayer } from "./internal/engine.js"
 import { FrameReader, writeFrame } from "./internal/frame.js"
-import { type FromActor, type FromNode, type HostInfo, MAX_NODE_REQUEST_BYTES, type ToNode, decodeToNode } from "./internal/messages.js"
-import { watchSilence } from "./internal/node/liveness.js"
+import { type FromActor, type HostInfo, MAX_NODE_REQUEST_BYTES, type ToNode, decodeToNode } from "./internal/messages.js"
 import { CLUSTER_CONFIG_VARIABLE, CLUSTER_MEMBER_VARIABLE } from "./internal/node/variables.js"
 import { SHUTDOWN_GRACE_MS } from "./internal/processRuntime.js"
 import { actorTypeScriptFlags } from "./internal/typeScript.js"
@@ -38,11 +42,23 @@ const TRANSPORT_PACKAGES = ["@tensorlane/transport-gloo", "@tensorlane/transport
 /** How long a connection to a node has for its TLS handshake, and then for its first message. */
 const FIRST_MESSAGE_TIMEOUT_MS = 10_000
 
-/** A driver's actors on this host, and its session. */
-interface DriverSession {
+/** How long a runner cut off from Postgres and from every other runner keeps its drivers' actors. */
+const CUT_OFF_LIMIT_MS = 3_000
+
+/** The drivers admitted here (by cluster id), with their actors on this host. */
+interface AdmittedDriver {
   readonly driver: string
   readonly actors: Set<ChildProcess>
-  readonly end: () => void
+}
+
+/**
+ * Ends this side of a connection and drops what the peer still sends, so that the socket closes once
+ * the peer ends its side too: unread (unpiped, or never read), it would never see the peer's end and
+ * would stay open, keeping the server from closing.
+ */
+const finish = (socket: tls.TLSSocket): void => {
+  socket.end()
+  socket.resume()
 }
 
 const installedTransports = (): Array<string> =>
@@ -64,8 +80,9 @@ const gpuCount = (): number => {
 }
 
 export class TensorlaneNode {
-  private readonly sessions = new Map<string, DriverSession>()
+  private readonly drivers = new Map<string, AdmittedDriver>()
   private readonly server: tls.Server
+  private engine: { readonly dispose: () => Promise<void> } | undefined
   private closed = false
 
   private constructor(
@@ -90,7 +107,59 @@ export class TensorlaneNode {
       node.server.once("error", reject)
       node.server.listen({ host: host.address, port: host.port }, () => resolve())
     })
+    const entity = NodeEntity.toLayer(
+      NodeEntity.of({
+        Describe: () => Effect.sync(() => node.info()),
+        Admit: ({ payload }) => Effect.try({ try: () => node.admit(payload.clusterId, payload.driver), catch: (error) => error as InvalidArgumentError }),
+        Kill: ({ payload }) => Effect.sync(() => node.endDriver(payload.clusterId)),
+      }),
+    )
+    const engine = ManagedRuntime.make(runnerLayer(config, host, node.credentials, Layer.merge(entity, node.cutOffWatch())))
+    node.engine = engine
+    try {
+      await engine.context()
+    } catch (error) {
+      await node.close()
+      throw error
+    }
     return node
+  }
+
+  /**
+   * Ends every driver's actors here once this runner is cut off from the cluster: the storage has
+   * not answered, nor has any other host's runner, for CUT_OFF_LIMIT_MS. The drivers on the other
+   * side have taken this host's actors for dead by then (it left the storage's runners). Each
+   * check runs in a loop of its own, so one that hangs on a cut link delays nothing.
+   */
+  private cutOffWatch() {
+    const node = this
+    const others = this.config.hosts.filter((h) => h.name !== this.host.name)
+    const period = CUT_OFF_LIMIT_MS / 6
+    return Layer.effectDiscard(
+      Effect.gen(function* () {
+        const runners = yield* Runners.Runners
+        let reachedAt = Date.now()
+        const reaching = <R>(check: Effect.Effect<unknown, unknown, R>) =>
+          Effect.forkScoped(
+            Effect.forever(
+              Effect.gen(function* () {
+                if (yield* Effect.isSuccess(check.pipe(Effect.timeout(ENGINE_CALL_TIMEOUT_MS)))) reachedAt = Date.now()
+                yield* Effect.sleep(period)
+              }),
+            ),
+          )
+        yield* reaching(liveHosts(node.config))
+        for (const h of others) yield* reaching(runners.ping(runnerAddressOf(h)))
+        yield* Effect.forkScoped(
+          Effect.forever(
+            Effect.gen(function* () {
+              yield* Effect.sleep(period)
+              if (Date.now() - reachedAt >= CUT_OFF_LIMIT_MS) for (const clusterId of [...node.drivers.keys()]) node.endDriver(clusterId)
+            }),
+          ),
+        )
+      }),
+    )
   }
 
   /** What this node reports of its host. */
@@ -132,9 +201,7 @@ export class TensorlaneNode {
           socket.destroy()
           return
         }
-        if (request._tag === "Session") this.session(socket, peer, request.clusterId, reader.takeUnread())
-        else if (request._tag === "Spawn") this.spawn(socket, peer, request, reader.takeUnread())
-        else socket.destroy()
+        this.spawn(socket, peer, request, reader.takeUnread())
       },
       undefined,
       0,
@@ -151,53 +218,36 @@ export class TensorlaneNode {
     socket.on("error", () => socket.destroy())
   }
 
-  /** A driver's session: pings answered; its end (closed, or silent) ends the driver's actors here. */
-  private session(socket: tls.TLSSocket, driver: string, clusterId: string, unread: Buffer): void {
-    const previous = this.sessions.get(clusterId)
-    if (this.closed || (previous !== undefined && previous.driver !== driver)) {
-      socket.destroy()
-      return
+  /** Admits the spawns of `driver` for the cluster `clusterId` (one driver per cluster id). */
+  admit(clusterId: string, driver: string): HostInfo {
+    const admitted = this.drivers.get(clusterId)
+    if (this.closed || (admitted !== undefined && admitted.driver !== driver)) {
+      throw new InvalidArgumentError({ message: `node ${this.host.name} does not admit ${driver} for cluster ${clusterId}`, argument: "clusterId" })
     }
-    // A driver opens a session again only once it took its previous one for over (its actors here
-    // for dead), which this end may not have noticed yet.
-    previous?.end()
-    const actors = new Set<ChildProcess>()
-    const end = () => {
-      if (this.sessions.get(clusterId)?.actors !== actors) return
-      this.sessions.delete(clusterId)
-      watch.stop()
-      connection.close()
-      for (const child of actors) child.kill("SIGKILL")
-    }
-    const watch = watchSilence(end)
-    const connection = new Connection(socket, {
-      maxBodyBytes: 0,
-      maxHeaderBytes: MAX_NODE_REQUEST_BYTES,
-      onFrame: decoded(decodeToNode, (message) => {
-        watch.heard()
-        if (message._tag === "Ping") connection.send({ _tag: "Pong" } satisfies FromNode)
-        else connection.close(new ProtocolError({ message: `${message._tag} on a session` }))
-      }),
-      onClose: end,
-    })
-    this.sessions.set(clusterId, { driver, actors, end })
-    connection.send({ _tag: "SessionOpened", info: this.info() } satisfies FromNode)
-    if (unread.byteLength > 0) socket.emit("data", unread)
+    if (admitted === undefined) this.drivers.set(clusterId, { driver, actors: new Set() })
+    return this.info()
+  }
+
+  /** Ends the actors of the driver of `clusterId` on this host. */
+  endDriver(clusterId: string): void {
+    const admitted = this.drivers.get(clusterId)
+    this.drivers.delete(clusterId)
+    for (const child of admitted?.actors ?? []) child.kill("SIGKILL")
   }
 
   /**
-   * Starts an actor for a driver that has a session here, and joins its control connection (fd 3) to
+   * Starts an actor for a driver admitted here, and joins its control connection (fd 3) to
    * the driver's connection byte for byte. A spawn that fails is told to the driver as the actor's
    * InitFailed.
    */
-  private spawn(socket: tls.TLSSocket, driver: string, request: Extract<ToNode, { _tag: "Spawn" }>, unread: Buffer): void {
-    const session = this.sessions.get(request.clusterId)
+  private spawn(socket: tls.TLSSocket, driver: string, request: ToNode, unread: Buffer): void {
+    const admitted = this.drivers.get(request.clusterId)
     const refuse = (error: unknown) => {
       writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
-      socket.end()
+      finish(socket)
     }
-    if (session === undefined || session.driver !== driver) {
-      refuse(new InvalidArgumentError({ message: `${driver} has no session with node ${this.host.name} for cluster ${request.clusterId}`, argument: "clusterId" }))
+    if (admitted === undefined || admitted.driver !== driver) {
+      refuse(new InvalidArgumentError({ message: `${driver} is not admitted by node ${this.host.name} for cluster ${request.clusterId}`, argument: "clusterId" }))
       return
     }
     let child: ChildProcess
@@ -217,7 +267,7 @@ export class TensorlaneNode {
       refuse(error)
       return
     }
-    session.actors.add(child)
+    admitted.actors.add(child)
     const control = child.stdio[3] as net.Socket
     if (unread.byteLength > 0) control.write(unread)
     socket.pipe(control)
@@ -226,9 +276,9 @@ export class TensorlaneNode {
     socket.on("close", end)
     control.on("error", () => socket.destroy())
     child.once("exit", () => {
-      session.actors.delete(child)
+      admitted.actors.delete(child)
       socket.off("close", end)
-      socket.end()
+      finish(socket)
     })
   }
 
@@ -236,13 +286,14 @@ export class TensorlaneNode {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    const children = [...this.sessions.values()].flatMap((s) => [...s.actors])
-    for (const s of [...this.sessions.values()]) s.end()
+    const children = [...this.drivers.values()].flatMap((s) => [...s.actors])
+    for (const clusterId of [...this.drivers.keys()]) this.endDriver(clusterId)
     await settledWithin(
       children.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((done) => c.once("exit", () => done())))),
       SHUTDOWN_GRACE_MS,
     )
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
+    await this.engine?.dispose()
   }
 }
 

@@ -221,12 +221,11 @@ export type HostInfo = typeof HostInfo.Type
  */
 export const MAX_NODE_REQUEST_BYTES = 256 * 1024
 
-// Driver -> a host's node. A session carries pings both ways' liveness hangs on; each actor has a
-// connection of its own, whose first message is its Spawn and which then carries its control
-// connection's bytes (ToActor / FromActor) through the node.
+// Driver -> a host's node: each actor has a connection of its own, whose first message is its Spawn
+// and which then carries its control connection's bytes (ToActor / FromActor) through the node.
+// The rest (admitting a driver, ending its actors, describing the host) goes through Effect's
+// cluster engine (engine.ts).
 export const ToNode = Schema.Union([
-  Schema.TaggedStruct("Session", { clusterId: Schema.String }),
-  Schema.TaggedStruct("Ping", {}),
   Schema.TaggedStruct("Spawn", {
     clusterId: Schema.String,
     actorId: Id,
@@ -236,13 +235,6 @@ export const ToNode = Schema.Union([
   }),
 ])
 export type ToNode = typeof ToNode.Type
-
-// A host's node -> driver, on a session.
-export const FromNode = Schema.Union([
-  Schema.TaggedStruct("SessionOpened", { info: HostInfo }),
-  Schema.TaggedStruct("Pong", {}),
-])
-export type FromNode = typeof FromNode.Type
 
 const decoder = <S extends Schema.Top>(schema: S, what: string) => {
   const decode = Schema.decodeUnknownSync(schema as any)
@@ -261,4 +253,3 @@ export const decodeAgentRequest = decoder(AgentRequest, "agent request")
 export const decodeAgentReply = decoder(AgentReply, "agent reply")
 export const decodeObjectInfo = decoder(ObjectInfo, "object info")
 export const decodeToNode = decoder(ToNode, "message to a node")
-export const decodeFromNode = decoder(FromNode, "message from a node")

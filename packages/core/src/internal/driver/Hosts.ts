@@ -1,39 +1,92 @@
 /**
- * The driver's side of a cluster across hosts: a session with the node of each host it uses (pinged;
- * its end fails that host's actors), the placement of a spawn call's actors on hosts, and the start
- * of an actor through its host's node.
+ * The driver's side of a cluster across hosts, on Effect's cluster engine (../engine.ts): the live
+ * hosts are the runners its storage holds; a host that leaves them (dead, or cut off) has its actors
+ * failed; placement admits this driver on each host through the host's entity, routed by the engine;
+ * and an actor starts through its host's node.
  */
+import { Effect, type Layer, ManagedRuntime } from "effect"
 import type { ClusterConfig, ClusterHost, ClusterTls } from "../../ClusterConfig.js"
-import { InvalidArgumentError, TimeoutError, TransferError } from "../../Errors.js"
+import { InvalidArgumentError, TimeoutError } from "../../Errors.js"
 import { describe } from "../arguments.js"
-import { type Connection, connect, decoded, openSocket, tlsAddress } from "../connection.js"
+import { openSocket, tlsAddress } from "../connection.js"
+import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, SHARD_LOCK_EXPIRATION_MS, clientLayer, liveHosts } from "../engine.js"
 import { writeFrame } from "../frame.js"
-import { type FromNode, type HostInfo, MAX_NODE_REQUEST_BYTES, type ToNode, decodeFromNode } from "../messages.js"
-import { PING_INTERVAL_MS, SILENCE_LIMIT_MS, watchSilence } from "../node/liveness.js"
-import { firstFailure } from "../waits.js"
+import type { HostInfo, ToNode } from "../messages.js"
 import type { ActorProcess, ProcessLauncher, SpawnOptions } from "./ActorProcesses.js"
 
-/** How long a node has to answer a session's opening: a node that does not is taken for down. */
-const SESSION_OPEN_TIMEOUT_MS = 5_000
+/**
+ * How long a placement, or a host's Describe, waits for the engine: the engine retries a message it
+ * cannot deliver for ever, and Postgres being down leaves no live host to place on.
+ */
+const PLACEMENT_TIMEOUT_MS = 5_000
 
-interface Session {
-  readonly info: HostInfo
-  readonly connection: Connection
-}
+/** How often the driver reads the storage's runners. */
+const MEMBERSHIP_POLL_MS = 500
 
 const nodeAddress = (host: ClusterHost): string => tlsAddress({ member: host.name, host: host.address, port: host.port })
 
 export class Hosts {
-  private readonly sessions = new Map<string, Promise<Session>>()
+  private engine: ManagedRuntime.ManagedRuntime<Layer.Success<ReturnType<typeof clientLayer>>, unknown>
+  private closed = false
 
   constructor(
     private readonly config: ClusterConfig,
     private readonly credentials: ClusterTls,
     private readonly clusterId: string,
     private readonly execArgv: ReadonlyArray<string>,
-    /** A host's session ended (its node died, or was cut off): its actors are gone. */
+    /** A host left the storage's runners (its node died, or was cut off): its actors are gone. */
     private readonly lost: (host: string, reason: string) => void,
-  ) {}
+  ) {
+    this.engine = this.join()
+  }
+
+  /** Joins the engine as a client, and watches the storage's runners. */
+  private join() {
+    const engine = ManagedRuntime.make(clientLayer(this.config, this.credentials))
+    engine.runFork(this.watch())
+    return engine
+  }
+
+  /**
+   * Runs `effect` on the engine; its failure is `what` failing with a TimeoutError. An engine that
+   * could not join (Postgres was down when the driver started) is joined again on the next call.
+   */
+  private async run<A>(what: string, effect: Effect.Effect<A, unknown, Layer.Success<ReturnType<typeof clientLayer>>>): Promise<A> {
+    const engine = this.engine
+    try {
+      return await engine.runPromise(effect)
+    } catch (error) {
+      if (engine.cachedContext === undefined && this.engine === engine && !this.closed) {
+        this.engine = this.join()
+        void engine.dispose()
+      }
+      throw this.unplaced(what, error)
+    }
+  }
+
+  /**
+   * Fails the actors of the hosts that are not among the storage's live runners. A read of the
+   * storage concludes nothing until it has answered for SHARD_LOCK_EXPIRATION_MS: after an outage the
+   * runners' heartbeats are stale until they refresh them.
+   */
+  private watch() {
+    const hosts = this
+    return Effect.gen(function* () {
+      let answeringSince: number | undefined
+      while (true) {
+        yield* Effect.sleep(MEMBERSHIP_POLL_MS)
+        const live = yield* Effect.result(liveHosts(hosts.config))
+        if (live._tag === "Failure") {
+          answeringSince = undefined
+          continue
+        }
+        answeringSince ??= Date.now()
+        if (Date.now() - answeringSince < SHARD_LOCK_EXPIRATION_MS) continue
+        const names = new Set(live.success.map((h) => h.name))
+        for (const h of hosts.config.hosts) if (!names.has(h.name)) hosts.lost(h.name, "its runner left the cluster's runners: it died or was cut off")
+      }
+    })
+  }
 
   private host(name: unknown, argument: string): ClusterHost {
     const host = this.config.hosts.find((h) => h.name === name)
@@ -46,88 +99,42 @@ export class Hosts {
     return host
   }
 
-  /** The session with a host's node, opened on first use (and again after one that ended). */
-  private session(host: ClusterHost): Promise<Session> {
-    let session = this.sessions.get(host.name)
-    if (session === undefined) {
-      session = this.open(host)
-      const opened = session
-      opened.catch(() => {
-        if (this.sessions.get(host.name) === opened) this.sessions.delete(host.name)
-      })
-      this.sessions.set(host.name, session)
-    }
-    return session
+  /** The live hosts, in the config's order, with what their nodes report (a node that does not answer within PLACEMENT_TIMEOUT_MS is left out). */
+  async list(): Promise<Array<HostInfo>> {
+    const config = this.config
+    const listed = Effect.gen(function* () {
+      const client = yield* NodeEntity.client
+      const live = yield* liveHosts(config)
+      const infos = yield* Effect.forEach(live, (h) => Effect.result(client(h.name).Describe().pipe(Effect.timeout(PLACEMENT_TIMEOUT_MS))), { concurrency: "unbounded" })
+      return infos.flatMap((r) => (r._tag === "Success" ? [r.success] : []))
+    })
+    return this.run("list the hosts", listed)
+  }
+
+  private unplaced(what: string, error: unknown): TimeoutError | InvalidArgumentError {
+    if (error instanceof InvalidArgumentError) return error
+    return new TimeoutError({
+      message: `could not ${what} of cluster ${this.config.name} within ${PLACEMENT_TIMEOUT_MS} ms: the cluster's storage (Postgres at ${this.config.postgres.host}:${this.config.postgres.port}) did not answer, or a host's node is not among its live runners (${String((error as { _tag?: unknown })?._tag ?? error)})`,
+      timeoutMs: PLACEMENT_TIMEOUT_MS,
+    })
   }
 
   /**
-   * Opens a session: connects, says which cluster it is for, and waits for the node's answer, all
-   * within SESSION_OPEN_TIMEOUT_MS (a host cut off would leave a TCP connect waiting for minutes).
-   * Then pings it; its end (closed, or silent) tells `lost`.
+   * Admits this driver on each host, through the engine, once the host is among the storage's live
+   * runners (a node just started registers within a refresh of the engine's assignments).
    */
-  private async open(host: ClusterHost): Promise<Session> {
-    let answered!: (info: HostInfo) => void
-    let ended!: (error: Error) => void
-    const info = new Promise<HostInfo>((resolve) => (answered = resolve))
-    const closed = new Promise<never>((_, reject) => (ended = reject))
-    let silence: { readonly heard: () => void; readonly stop: () => void } | undefined
-    let pinger: NodeJS.Timeout | undefined
-    let established = false
-    const connecting = connect(
-      nodeAddress(host),
-      {
-        maxBodyBytes: 0,
-        peerMaxHeaderBytes: MAX_NODE_REQUEST_BYTES,
-        onFrame: decoded(decodeFromNode, (message: FromNode) => {
-          silence?.heard()
-          if (message._tag === "SessionOpened") answered(message.info)
-        }),
-        onClose: (error) => {
-          const reason = error?.message ?? "its connection closed"
-          clearInterval(pinger)
-          silence?.stop()
-          ended(new TransferError({ message: `host ${host.name}'s node at ${host.address}:${host.port} ended the session: ${reason}`, transport: "control" }))
-          // One that never opened has no actors, and its failure is its opening's; another may be open now.
-          if (established) {
-            this.sessions.delete(host.name)
-            this.lost(host.name, reason)
-          }
-        },
-      },
-      this.credentials.client,
-    )
-    // Raced only while the session opens; its end afterwards is told to `lost`.
-    closed.catch(() => undefined)
-    let gaveUp = false
-    const opening = connecting.then(async (connection) => {
-      // A connection made after this opening gave up must not open a session: a later one may be open.
-      if (gaveUp) throw new TransferError({ message: `host ${host.name}'s node was reached too late`, transport: "control" })
-      connection.send({ _tag: "Session", clusterId: this.clusterId } satisfies ToNode)
-      return { info: await Promise.race([info, closed]), connection }
-    })
-    const timedOut = () =>
-      new TimeoutError({
-        message: `host ${host.name}'s node at ${host.address}:${host.port} did not answer within ${SESSION_OPEN_TIMEOUT_MS} ms`,
-        timeoutMs: SESSION_OPEN_TIMEOUT_MS,
-      })
-    const failure = await firstFailure([opening], SESSION_OPEN_TIMEOUT_MS, timedOut)
-    if (failure !== undefined) {
-      gaveUp = true
-      connecting.then((c) => c.close(), () => undefined)
-      throw failure
-    }
-    const session = await opening
-    established = true
-    silence = watchSilence(() => session.connection.close(new Error(`no answer from its node for ${SILENCE_LIMIT_MS} ms`)))
-    pinger = setInterval(() => session.connection.send({ _tag: "Ping" } satisfies ToNode), PING_INTERVAL_MS)
-    pinger.unref()
-    return session
-  }
-
-  /** The hosts whose nodes answer, in the config's order, with what their nodes report. */
-  async list(): Promise<Array<HostInfo>> {
-    const answers = await Promise.allSettled(this.config.hosts.map((h) => this.session(h)))
-    return answers.flatMap((a) => (a.status === "fulfilled" ? [a.value.info] : []))
+  private admit(names: ReadonlyArray<string>) {
+    const { config, clusterId } = this
+    const driver = this.credentials.identity
+    return Effect.gen(function* () {
+      const client = yield* NodeEntity.client
+      while (true) {
+        const live = yield* Effect.result(liveHosts(config))
+        if (live._tag === "Success" && names.every((name) => live.success.some((h) => h.name === name))) break
+        yield* Effect.sleep(MEMBERSHIP_POLL_MS)
+      }
+      yield* Effect.forEach(names, (name) => client(name).Admit({ clusterId, driver }), { concurrency: "unbounded", discard: true })
+    }).pipe(Effect.timeout(PLACEMENT_TIMEOUT_MS))
   }
 
   /** The host of each actor of a spawn call, with a session open on each (SpawnOptions says the placement). */
@@ -140,7 +147,8 @@ export class Hosts {
     }
     const names =
       options.host !== undefined ? [this.host(options.host, "host").name] : (options.hosts ?? this.config.hosts.map((h) => h.name)).map((n) => this.host(n, "hosts").name)
-    await Promise.all([...new Set(names)].map((n) => this.session(this.host(n, "hosts"))))
+    const distinct = [...new Set(names)]
+    await this.run(`place actors on ${distinct.join(", ")}`, this.admit(distinct))
     return Array.from({ length: count }, (_, i) => names[i % names.length]!)
   }
 
@@ -166,10 +174,19 @@ export class Hosts {
     return process
   }
 
-  /** Ends every session: the nodes end this driver's actors. */
-  close(): void {
-    const sessions = [...this.sessions.values()]
-    this.sessions.clear()
-    for (const s of sessions) s.then((session) => session.connection.close()).catch(() => undefined)
+  /** Has the nodes end this driver's actors (each within ENGINE_CALL_TIMEOUT_MS), and leaves the engine. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    const { config, clusterId } = this
+    const kill = Effect.gen(function* () {
+      const client = yield* NodeEntity.client
+      yield* Effect.forEach(config.hosts, (h) => Effect.ignore(client(h.name).Kill({ clusterId }).pipe(Effect.timeout(ENGINE_CALL_TIMEOUT_MS))), {
+        concurrency: "unbounded",
+        discard: true,
+      })
+    })
+    await this.engine.runPromise(kill).catch(() => undefined)
+    await this.engine.dispose()
   }
 }
