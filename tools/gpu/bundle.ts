@@ -9,7 +9,6 @@
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import { basename, dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -84,9 +83,27 @@ const stagePackages = (app: string): void => {
     if (name !== "core" && addons.length === 0) throw new Error(`packages/${name} has no built addon: npm run build:native -w @tensorlane/${name}`)
     for (const f of addons) copyFile(join(release, f), join(to, "build", "Release", f))
   }
-  const effect = dirname(createRequire(join(REPO, "packages", "core", "package.json")).resolve("effect/package.json"))
-  copyFile(join(effect, "package.json"), join(app, "node_modules", "effect", "package.json"))
-  for (const f of filesUnder(join(effect, "dist")).filter((f) => f.endsWith(".js"))) copyFile(join(effect, "dist", f), join(app, "node_modules", "effect", "dist", f))
+  const core = JSON.parse(fs.readFileSync(join(REPO, "packages", "core", "package.json"), "utf8")) as Manifest
+  stageDependencies(app, [...Object.keys(core.dependencies ?? {}), ...Object.keys(core.peerDependencies ?? {})])
+}
+
+interface Manifest {
+  readonly dependencies?: Readonly<Record<string, string>>
+  readonly peerDependencies?: Readonly<Record<string, string>>
+}
+
+/** Core's run-time dependencies and theirs, from the repository's node_modules: their JavaScript and manifests. */
+const stageDependencies = (app: string, roots: ReadonlyArray<string>): void => {
+  const staged = new Set<string>()
+  const pending = [...roots]
+  for (let name = pending.pop(); name !== undefined; name = pending.pop()) {
+    if (staged.has(name)) continue
+    staged.add(name)
+    const from = join(REPO, "node_modules", name)
+    if (!fs.existsSync(join(from, "package.json"))) throw new Error(`${name}, a run-time dependency of @tensorlane/core, is not in node_modules: run npm install`)
+    for (const f of filesUnder(from).filter((f) => /\.(c|m)?js$|(^|\/)package\.json$/.test(f))) copyFile(join(from, f), join(app, "node_modules", name, f))
+    pending.push(...Object.keys((JSON.parse(fs.readFileSync(join(from, "package.json"), "utf8")) as Manifest).dependencies ?? {}))
+  }
 }
 
 /** The check programs, at the same paths as in the repository so that their relative imports hold. */
