@@ -36,12 +36,17 @@ describe.skipIf(unavailable !== undefined)("tensorlane bench --hosts and doctor 
     expect(stderr).toBe("")
     expect(code).toBe(0)
     expect(stdout).toContain("| TCP h1 -> h2 ms | vs TCP |")
-    expect(stdout).toMatch(/^\| gloo \| 1 MiB \| \d+\.\d{2} \|/m)
-    expect(stdout).toMatch(/^gloo h1 -> h2 at 1 MiB: \d+\.\d% of a raw TCP stream between the same hosts \(bar 70\.0%: (met|NOT met)\)$/m)
+    expect(stdout).toMatch(/^\| gloo \| released \| 1 MiB \| \d+\.\d{2} \|/m)
+    expect(stdout).toMatch(/^gloo \(natural loop\) h1 -> h2 at 1 MiB: \d+\.\d% of a raw TCP stream between the same hosts \(bar 70\.0%: (met|NOT met)\)$/m)
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
     expect(result.across).toEqual({ producer: "h1", producerAddress: env.hosts[0]!.address, consumer: "h2", consumerAddress: env.hosts[1]!.address })
     expect(result.transports).toEqual(["gloo"])
-    expect(result.rows.map((r) => [r.transport, r.bytes, r.samplesMs.length])).toEqual([["gloo", 65536, 3], ["gloo", 1 << 20, 3]])
+    expect(result.rows.map((r) => [r.transport, r.loop, r.bytes, r.samplesMs.length])).toEqual([
+      ["gloo", "released", 65536, 3],
+      ["gloo", "natural", 65536, 3],
+      ["gloo", "released", 1 << 20, 3],
+      ["gloo", "natural", 1 << 20, 3],
+    ])
     for (const limit of result.limits) {
       expect(limit.tcpMs).toBeGreaterThan(0)
       expect(limit.rawGlooMs).toBeUndefined()

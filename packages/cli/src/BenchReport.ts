@@ -50,7 +50,7 @@ export const formatTable = (result: BenchResult): string => {
     const largest = Math.max(...result.sizes)
     for (const r of result.rows.filter((row) => row.bytes === largest)) {
       lines.push(
-        `${r.transport} ${result.across.producer} -> ${result.across.consumer} at ${formatSize(largest)}: ${percent(r.tcpRatio)} of a raw TCP stream between the same hosts (bar ${percent(ACROSS_HOSTS_BAR)}: ${r.tcpRatio >= ACROSS_HOSTS_BAR ? "met" : "NOT met"})`,
+        `${r.transport} (${r.loop} loop) ${result.across.producer} -> ${result.across.consumer} at ${formatSize(largest)}: ${percent(r.tcpRatio)} of a raw TCP stream between the same hosts (bar ${percent(ACROSS_HOSTS_BAR)}: ${r.tcpRatio >= ACROSS_HOSTS_BAR ? "met" : "NOT met"})`,
       )
     }
   }
