@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cached=$(bash tools/gpu/fetch-node.sh)
 bin=$(mktemp -d)
+# Readable by all: tests run some processes as a throwaway unprivileged user, on this same Node.
+chmod 755 "$bin"
 trap 'rm -rf "$bin"' EXIT
 xz -dc "$cached" >"$bin/node"
 chmod +x "$bin/node"
