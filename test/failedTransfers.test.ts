@@ -17,8 +17,10 @@ const MiB = 1 << 20
 const SIZE = 128 * MiB
 const FAILURES = 6
 // The consumer recycles no host memory: what it reports is what it holds, not what its cache keeps
-// warm for the next allocation (up to its capacity, by design).
-const NO_CACHE = { TENSORLANE_HOST_CACHE_BYTES: "0" }
+// warm for the next allocation (up to its capacity, by design). One malloc arena: glibc reserves 64 MiB
+// of address space for each thread that runs at once beyond the first and keeps it after the thread
+// ends, so two transfer threads more than in the warm-up would read as 144 MiB held.
+const NO_CACHE = { TENSORLANE_HOST_CACHE_BYTES: "0", MALLOC_ARENA_MAX: "1" }
 
 let cluster: Cluster
 const take = <T>(ref: ObjectRef<T>) => takeFrom(cluster)(ref)
