@@ -54,18 +54,10 @@ describe("build and install", () => {
 
 describe("cluster init", () => {
   it("reads hosts with their interfaces, drivers, and Postgres on the first host by default", () => {
-    expect(parseClusterArgs(["init", "--hosts", "a=10.0.0.1@eth1, b=10.0.0.2", "--out", "lab", "--interface", "ens5"], USAGE)).toEqual({
-      out: "lab",
-      name: "tensorlane",
-      hosts: [
-        { name: "a", address: "10.0.0.1", interface: "eth1" },
-        { name: "b", address: "10.0.0.2", interface: "ens5" },
-      ],
-      drivers: ["driver"],
-      port: 7400,
-      postgres: { host: "10.0.0.1", port: 5432, database: "tensorlane", user: "tensorlane" },
-      days: 365,
-    })
+    const { hosts, ...rest } = parseClusterArgs(["init", "--hosts", "a=10.0.0.1@eth1, b=10.0.0.2", "--out", "lab", "--interface", "ens5"], USAGE)
+    expect(hosts.map((h) => `${h.name}=${h.address}@${h.interface}`)).toEqual(["a=10.0.0.1@eth1", "b=10.0.0.2@ens5"])
+    const postgres = { host: "10.0.0.1", port: 5432, database: "tensorlane", user: "tensorlane" }
+    expect(rest).toEqual({ out: "lab", name: "tensorlane", drivers: ["driver"], port: 7400, postgres, days: 365 })
   })
   it("reads --postgres as host[:port], an IPv6 address in brackets", () => {
     const postgres = (text: string) => parseClusterArgs(["init", "--hosts", "a=10.0.0.1", "--out", "lab", "--postgres", text], USAGE).postgres

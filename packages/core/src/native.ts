@@ -5,6 +5,7 @@
  */
 export { tensorlaneCacheDir } from "./CacheDir.js"
 export { nativeAddon, sourceBuildDir, type AddonOptions, type NativeAddon } from "./NativeAddon.js"
+export { nativePackage, type NativePackage, type NativePackageOptions, type RuntimeLibraryOptions } from "./NativePackage.js"
 export {
   CHECKOUT_LIBRARIES,
   libraryCacheDir,

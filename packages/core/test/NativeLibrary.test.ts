@@ -1,10 +1,14 @@
-/** A package's addon (core's nativeAddon) and the search for the shared libraries addons dlopen (libraryCandidates / loadNativeLibrary). */
+/**
+ * A package's addon (core's nativeAddon), the search for the shared libraries addons dlopen
+ * (libraryCandidates / loadNativeLibrary), and both derived from a package's name (nativePackage).
+ */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { dirname, join } from "node:path"
 import { pathToFileURL } from "node:url"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates, loadNativeLibrary, nativeAddon } from "../src/NativeAddon.js"
+import { nativePackage } from "../src/NativePackage.js"
 import { thrown } from "./helpers/errors.ts"
 
 const ENV = "TENSORLANE_TEST_LIBRARY_OVERRIDE"
@@ -182,5 +186,55 @@ describe("native library search", () => {
     } finally {
       fs.rmSync(outside, { recursive: true, force: true })
     }
+  })
+})
+
+describe("nativePackage", () => {
+  const override = { env: "TENSORLANE_TEST_EXAMPLE_LIBRARY", names: "file" } as const
+
+  it("names the addon and the install target by the package's short name", () => {
+    const native = nativePackage({ packageName: "@example/transport-demo", moduleUrl: import.meta.url })
+    process.env.TENSORLANE_DEMO_ADDON = "/opt/mine/tensorlane_demo.node"
+    try {
+      expect(native.addon<object>().candidates()).toEqual(["/opt/mine/tensorlane_demo.node"])
+    } finally {
+      delete process.env.TENSORLANE_DEMO_ADDON
+    }
+    expect(native.library({ library: "libexample.so.1", wheel, folder: "example/lib", override })).toEqual({
+      library: "libexample.so.1",
+      packageName: "@example/transport-demo",
+      moduleUrl: import.meta.url,
+      override,
+      install: "demo",
+      wheel,
+      path: "example/lib/libexample.so.1",
+      sitePaths: ["example/lib/libexample.so.1"],
+      systemNames: ["libexample.so.1"],
+    })
+  })
+
+  it("takes the addon's and the install target's names where they differ, a description, sibling builds' paths and more system names", () => {
+    const native = nativePackage({ packageName: "@tensorlane/symmetric-mem", moduleUrl: import.meta.url, addon: "symmetric", install: "example" })
+    process.env.TENSORLANE_SYMMETRIC_ADDON = "/opt/mine/tensorlane_symmetric.node"
+    try {
+      expect(native.addon<object>({ buildNeeds: "libexample-dev" }).candidates()).toEqual(["/opt/mine/tensorlane_symmetric.node"])
+    } finally {
+      delete process.env.TENSORLANE_SYMMETRIC_ADDON
+    }
+    const spec = native.library({
+      library: "libexample.so.1",
+      what: "the example library",
+      wheel,
+      folder: "example/lib",
+      override,
+      siblings: ["example/cu13/lib/libexample.so.2"],
+      systemNames: ["libexample.so"],
+    })
+    expect(spec).toMatchObject({
+      description: "the example library (libexample.so.1, from the example-cu12 1.2.3 wheel)",
+      install: "example",
+      sitePaths: ["example/lib/libexample.so.1", "example/cu13/lib/libexample.so.2"],
+      systemNames: ["libexample.so.1", "libexample.so"],
+    })
   })
 })

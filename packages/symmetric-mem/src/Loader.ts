@@ -9,8 +9,7 @@
  * working directory; Python's site-packages (a `pip install nvidia-nvshmem-cu12`); then the system
  * library path (dlopen by bare name).
  */
-import { join } from "node:path"
-import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
+import { type RuntimeWheel, libraryCandidates, loadNativeLibrary, nativePackage } from "@tensorlane/core/native"
 import type { SymmetricAddon } from "./AddonTypes.js"
 
 export const PACKAGE = "@tensorlane/symmetric-mem"
@@ -29,21 +28,19 @@ const NVSHMEM_WHEEL: RuntimeWheel = {
 /** What `npx tensorlane install nvshmem` fetches. */
 export const runtimeWheels: ReadonlyArray<RuntimeWheel> = [NVSHMEM_WHEEL]
 
-/** The addon, loaded on first use (NativeLibraryError listing every candidate when it cannot load). */
-export const addon = nativeAddon<SymmetricAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "symmetric" })
+// The addon is tensorlane_symmetric.node, and `npx tensorlane install nvshmem` fetches its library.
+const native = nativePackage({ packageName: PACKAGE, moduleUrl: import.meta.url, addon: "symmetric", install: "nvshmem" })
 
-export const nvshmemSpec: NativeLibrarySpec = {
+/** The addon, loaded on first use (NativeLibraryError listing every candidate when it cannot load). */
+export const addon = native.addon<SymmetricAddon>()
+
+export const nvshmemSpec = native.library({
   library: NVSHMEM_LIBRARY,
-  description: `NVSHMEM's host library (${NVSHMEM_LIBRARY}, from the ${NVSHMEM_WHEEL.name} ${NVSHMEM_WHEEL.version} wheel)`,
-  packageName: PACKAGE,
-  moduleUrl: import.meta.url,
-  override: { env: "NVSHMEM_LIB_DIR", names: "folder" },
-  install: "nvshmem",
+  what: "NVSHMEM's host library",
   wheel: NVSHMEM_WHEEL,
-  path: join("nvidia", "nvshmem", "lib", NVSHMEM_LIBRARY),
-  sitePaths: [join("nvidia", "nvshmem", "lib", NVSHMEM_LIBRARY)],
-  systemNames: [NVSHMEM_LIBRARY],
-}
+  folder: "nvidia/nvshmem/lib",
+  override: { env: "NVSHMEM_LIB_DIR", names: "folder" },
+})
 
 export const loadAddon = (): SymmetricAddon => addon.load().addon
 

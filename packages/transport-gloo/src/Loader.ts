@@ -5,16 +5,13 @@
  */
 import * as fs from "node:fs"
 import { NativeLibraryError } from "@tensorlane/core"
-import { nativeAddon } from "@tensorlane/core/native"
+import { nativePackage } from "@tensorlane/core/native"
 import type { GlooAddon } from "./AddonTypes.js"
 
 /** This package: what actor processes import to load the transport, and what builds the addon. */
 export const PACKAGE = "@tensorlane/transport-gloo"
 
-export const addon = nativeAddon<GlooAddon>({
-  packageName: PACKAGE,
-  moduleUrl: import.meta.url,
-  name: "gloo",
+export const addon = nativePackage({ packageName: PACKAGE, moduleUrl: import.meta.url }).addon<GlooAddon>({
   buildNeeds: "libgloo-dev (sudo apt-get install libgloo-dev)",
   // dlopen names the shared object it could not find: a source build whose system libgloo went
   // away (the platform package bundles its own). Anything else is a broken or foreign build.

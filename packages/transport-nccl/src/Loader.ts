@@ -12,7 +12,7 @@
  *    site-packages (a `pip install` of the cu12 or cu13 wheels);
  * 3. the system library path (dlopen by bare name).
  */
-import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
+import { type RuntimeWheel, libraryCandidates as candidatesOf, loadNativeLibrary, nativePackage } from "@tensorlane/core/native"
 import type { NcclAddon } from "./AddonTypes.js"
 import { type NcclVersion, parseNcclVersion } from "./NcclVersion.js"
 
@@ -42,38 +42,20 @@ const CUDART_WHEEL: RuntimeWheel = {
 /** What `npx tensorlane install nccl` fetches. */
 export const runtimeWheels: ReadonlyArray<RuntimeWheel> = [NCCL_WHEEL, CUDART_WHEEL]
 
-/** `path` in `wheel`; `siblings`: its paths in other builds' wheels, looked for in site-packages. */
-const wheelLibrary = (
-  library: string,
-  env: string,
-  wheel: RuntimeWheel,
-  path: string,
-  siblings: ReadonlyArray<string>,
-  systemNames: ReadonlyArray<string>,
-): NativeLibrarySpec => ({
-  library,
-  packageName: PACKAGE,
-  moduleUrl: import.meta.url,
-  override: { env, names: "file" },
-  install: "nccl",
-  wheel,
-  path,
-  sitePaths: [path, ...siblings],
-  systemNames,
+const native = nativePackage({ packageName: PACKAGE, moduleUrl: import.meta.url })
+
+export const NCCL = native.library({ library: "libnccl.so.2", wheel: NCCL_WHEEL, folder: "nvidia/nccl/lib", override: { env: NCCL_LIBRARY_ENV, names: "file" } })
+
+const CUDART = native.library({
+  library: "libcudart.so.12",
+  wheel: CUDART_WHEEL,
+  folder: "nvidia/cuda_runtime/lib",
+  override: { env: CUDART_LIBRARY_ENV, names: "file" },
+  siblings: ["nvidia/cu13/lib/libcudart.so.13"],
+  systemNames: ["libcudart.so.13", "libcudart.so"],
 })
 
-export const NCCL = wheelLibrary("libnccl.so.2", NCCL_LIBRARY_ENV, NCCL_WHEEL, "nvidia/nccl/lib/libnccl.so.2", [], ["libnccl.so.2"])
-
-const CUDART = wheelLibrary(
-  "libcudart.so.12",
-  CUDART_LIBRARY_ENV,
-  CUDART_WHEEL,
-  "nvidia/cuda_runtime/lib/libcudart.so.12",
-  ["nvidia/cu13/lib/libcudart.so.13"],
-  ["libcudart.so.12", "libcudart.so.13", "libcudart.so"],
-)
-
-const addon = nativeAddon<NcclAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "nccl" })
+const addon = native.addon<NcclAddon>()
 
 /** Candidate paths of libnccl.so.2 and of the CUDA runtime, in search order. */
 export const libraryCandidates = (): { readonly nccl: ReadonlyArray<string>; readonly cudart: ReadonlyArray<string> } => ({

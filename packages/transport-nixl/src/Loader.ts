@@ -10,8 +10,7 @@
  * library path (dlopen by bare name). NIXL_PLUGIN_DIR, when set, is read by libnixl itself; by
  * default it finds plugins/ next to it.
  */
-import { join } from "node:path"
-import { type NativeLibrarySpec, type RuntimeWheel, libraryCandidates as candidatesOf, loadNativeLibrary, nativeAddon } from "@tensorlane/core/native"
+import { type RuntimeWheel, libraryCandidates as candidatesOf, loadNativeLibrary, nativePackage } from "@tensorlane/core/native"
 import type { NixlAddon } from "./AddonTypes.js"
 import { nixlSettings } from "./internal/settings.js"
 
@@ -41,20 +40,18 @@ const WHEEL: RuntimeWheel = {
 /** What `npx tensorlane install nixl` fetches. */
 export const runtimeWheels: ReadonlyArray<RuntimeWheel> = [WHEEL]
 
-const addon = nativeAddon<NixlAddon>({ packageName: PACKAGE, moduleUrl: import.meta.url, name: "nixl" })
+const native = nativePackage({ packageName: PACKAGE, moduleUrl: import.meta.url })
 
-export const librarySpec: NativeLibrarySpec = {
+const addon = native.addon<NixlAddon>()
+
+export const librarySpec = native.library({
   library: LIBRARY,
-  description: `NIXL's C API (${LIBRARY}, from the ${WHEEL.name} ${WHEEL.version} wheel)`,
-  packageName: PACKAGE,
-  moduleUrl: import.meta.url,
-  override: { env: "NIXL_LIB_DIR", names: "folder" },
-  install: "nixl",
+  what: "NIXL's C API",
   wheel: WHEEL,
-  path: join(".nixl_cu12.mesonpy.libs", LIBRARY),
-  sitePaths: [join(".nixl_cu12.mesonpy.libs", LIBRARY), join(".nixl_cu13.mesonpy.libs", LIBRARY)],
-  systemNames: [LIBRARY],
-}
+  folder: ".nixl_cu12.mesonpy.libs",
+  override: { env: "NIXL_LIB_DIR", names: "folder" },
+  siblings: [`.nixl_cu13.mesonpy.libs/${LIBRARY}`],
+})
 
 /** Candidate paths of libnixl_capi.so, in search order; the last entry is the bare name. */
 export const libraryCandidates = (): ReadonlyArray<string> => candidatesOf(librarySpec)
