@@ -49,7 +49,7 @@ export interface NodeOptions {
 /** Transport packages a node reports as installed when they resolve from where tensorlane is installed. */
 const TRANSPORT_PACKAGES = ["@tensorlane/transport-gloo", "@tensorlane/transport-nixl", "@tensorlane/transport-nccl", "@tensorlane/symmetric-mem"]
 
-/** How long a connection to a node has for its TLS handshake, and then for its first message. */
+/** How long a connection to a node has for its TLS handshake, then for its first message; and a renewal's, to be closed by its driver. */
 const FIRST_MESSAGE_TIMEOUT_MS = 10_000
 
 /** How long a runner cut off from Postgres and from every other runner keeps its drivers' actors. */
@@ -271,6 +271,8 @@ export class TensorlaneNode {
     if (held) admitted.renewedAt = performance.now()
     writeFrame(socket, { _tag: "LeaseRenewal", held } satisfies LeaseRenewal)
     finish(socket)
+    // A driver cut off once it has asked does not keep the connection open here.
+    socket.setTimeout(FIRST_MESSAGE_TIMEOUT_MS, () => socket.destroy())
   }
 
   /**

@@ -64,7 +64,7 @@ export class Hosts {
     const now = performance.now()
     for (const [name, lease] of [...this.leases]) {
       if (now - lease.heldAt >= DRIVER_LEASE_MS) {
-        this.leaseLost(name, `no renewal of this driver's lease on it answered for ${DRIVER_LEASE_MS} ms, so its node ended this driver's actors there`)
+        this.leaseLost(name, `this driver's lease on node ${name} was not renewed for ${DRIVER_LEASE_MS} ms: the node ends this driver's actors there`)
       } else if (!lease.renewing) {
         this.renew(name, lease)
       }
@@ -79,7 +79,7 @@ export class Hosts {
         c.close()
         if (this.leases.get(name) !== lease) return
         if (renewal.held) lease.heldAt = performance.now()
-        else this.leaseLost(name, "its node no longer holds this driver's lease (the lease ran out, or the node restarted)")
+        else this.leaseLost(name, `node ${name} no longer holds this driver's lease: it ran out, or the node restarted`)
       }),
       onClose: () => {
         clearTimeout(timeout)
