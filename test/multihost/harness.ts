@@ -82,7 +82,7 @@ export interface Harness {
   readonly exec: (name: string, argv: ReadonlyArray<string>, options?: ExecOptions) => ChildProcess
   /** `exec` to the end, with its output; killed after `timeoutMs` (30 s when not given). */
   readonly run: (name: string, argv: ReadonlyArray<string>, options?: ExecOptions & { readonly input?: string; readonly timeoutMs?: number }) => Promise<RunResult>
-  /** Takes the host's link to the bridge down (its cable pulled) or up again. */
+  /** Takes the link to the bridge of a host, stranger, "pg" or "driver" (the test process's) down (its cable pulled) or up again. */
   readonly linkDown: (name: string) => void
   readonly linkUp: (name: string) => void
   /** SIGKILLs every process of the host (the machine dies), waiting until none is left. */
@@ -244,6 +244,8 @@ const build = async (
     if (found === undefined) throw new Error(`the multi-host harness ${id} has no host ${name} (it has ${[...known.keys()].join(", ")})`)
     return found
   }
+  /** The bridge's end of a member's veth: its name, or "d" for the driver's. */
+  const bridgePort = (name: string): string => (name === "driver" ? "d" : host(name).name)
   const exec = (name: string, argv: ReadonlyArray<string>, options: ExecOptions = {}): ChildProcess => {
     const m = host(name)
     const own = path.join(folder, "hosts", m.name)
@@ -330,8 +332,8 @@ const build = async (
     strangers,
     exec,
     run,
-    linkDown: (name) => void ip("-n", bridge, "link", "set", "dev", host(name).name, "down"),
-    linkUp: (name) => void ip("-n", bridge, "link", "set", "dev", host(name).name, "up"),
+    linkDown: (name) => void ip("-n", bridge, "link", "set", "dev", bridgePort(name), "down"),
+    linkUp: (name) => void ip("-n", bridge, "link", "set", "dev", bridgePort(name), "up"),
     kill,
     stopPostgres,
     startPostgres,

@@ -6,9 +6,11 @@
  * interface) and the host's credentials for their transfer agents. It owns them: they are its
  * children. Its host's membership of the cluster is Effect's: the node is a runner of the cluster's
  * engine (internal/engine.ts), which admits a driver's spawns here (Admit), ends them (Kill) and
- * says what the host is (Describe). An actor ends when its driver's connection closes, and every
- * driver's actors end when this runner is cut off from the cluster (neither Postgres nor any other
- * runner answers for CUT_OFF_LIMIT_MS); Postgres alone being down keeps them.
+ * says what the host is (Describe). An actor ends when its driver's connection closes; a driver's
+ * actors end when its admission, a lease that the driver renews on this node's own port, runs out
+ * (DRIVER_LEASE_MS: the driver is cut off or stalled); and every driver's actors end when this
+ * runner is cut off from the cluster (neither Postgres nor any other runner answers for
+ * CUT_OFF_LIMIT_MS). Postgres alone being down keeps them.
  */
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
@@ -22,7 +24,15 @@ import { InvalidArgumentError } from "./Errors.js"
 import { launchActor } from "./internal/actorLaunch.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, liveHosts, runnerAddressOf, runnerLayer } from "./internal/engine.js"
 import { FrameReader, writeFrame } from "./internal/frame.js"
-import { type FromActor, type HostInfo, MAX_NODE_REQUEST_BYTES, type ToNode, decodeToNode } from "./internal/messages.js"
+import {
+  DRIVER_LEASE_MS,
+  type FromActor,
+  type HostInfo,
+  type LeaseRenewal,
+  MAX_NODE_REQUEST_BYTES,
+  type ToNode,
+  decodeToNode,
+} from "./internal/messages.js"
 import { CLUSTER_CONFIG_VARIABLE, CLUSTER_MEMBER_VARIABLE } from "./internal/node/variables.js"
 import { SHUTDOWN_GRACE_MS } from "./internal/processRuntime.js"
 import { actorTypeScriptFlags } from "./internal/typeScript.js"
@@ -39,16 +49,21 @@ export interface NodeOptions {
 /** Transport packages a node reports as installed when they resolve from where tensorlane is installed. */
 const TRANSPORT_PACKAGES = ["@tensorlane/transport-gloo", "@tensorlane/transport-nixl", "@tensorlane/transport-nccl", "@tensorlane/symmetric-mem"]
 
-/** How long a connection to a node has for its TLS handshake, and then for its first message. */
+/** How long a connection to a node has for its TLS handshake, then for its first message; and a renewal's, to be closed by its driver. */
 const FIRST_MESSAGE_TIMEOUT_MS = 10_000
 
 /** How long a runner cut off from Postgres and from every other runner keeps its drivers' actors. */
 const CUT_OFF_LIMIT_MS = 3_000
 
-/** The drivers admitted here (by cluster id), with their actors on this host. */
+/** How often the node looks for drivers whose lease ran out. */
+const LEASE_CHECK_MS = 500
+
+/** The drivers admitted here (by cluster id), with their actors on this host and their connections. */
 interface AdmittedDriver {
   readonly driver: string
-  readonly actors: Set<ChildProcess>
+  readonly actors: Map<ChildProcess, tls.TLSSocket>
+  /** When the driver was admitted or last renewed its lease (performance.now()). */
+  renewedAt: number
 }
 
 /**
@@ -83,6 +98,7 @@ export class TensorlaneNode {
   private readonly drivers = new Map<string, AdmittedDriver>()
   private readonly server: tls.Server
   private engine: { readonly dispose: () => Promise<void> } | undefined
+  private leaseWatch: NodeJS.Timeout | undefined
   private closed = false
 
   private constructor(
@@ -107,6 +123,7 @@ export class TensorlaneNode {
       node.server.once("error", reject)
       node.server.listen({ host: host.address, port: host.port }, () => resolve())
     })
+    node.leaseWatch = node.watchLeases()
     const entity = NodeEntity.toLayer(
       NodeEntity.of({
         Describe: () => Effect.sync(() => node.info()),
@@ -162,6 +179,23 @@ export class TensorlaneNode {
     )
   }
 
+  /**
+   * Ends the actors of every driver whose lease ran out. A check that runs late (this process was
+   * stalled) concludes nothing: renewals may be waiting, unread, behind the stall.
+   */
+  private watchLeases(): NodeJS.Timeout {
+    let checkedAt = performance.now()
+    const timer = setInterval(() => {
+      const now = performance.now()
+      const late = now - checkedAt > 2 * LEASE_CHECK_MS
+      checkedAt = now
+      if (late) return
+      for (const [clusterId, admitted] of [...this.drivers]) if (now - admitted.renewedAt >= DRIVER_LEASE_MS) this.endDriver(clusterId)
+    }, LEASE_CHECK_MS)
+    timer.unref()
+    return timer
+  }
+
   /** What this node reports of its host. */
   info(): HostInfo {
     return {
@@ -201,7 +235,8 @@ export class TensorlaneNode {
           socket.destroy()
           return
         }
-        this.spawn(socket, peer, request, reader.takeUnread())
+        if (request._tag === "Renew") this.renew(socket, peer, request.clusterId)
+        else this.spawn(socket, peer, request, reader.takeUnread())
       },
       undefined,
       0,
@@ -218,21 +253,39 @@ export class TensorlaneNode {
     socket.on("error", () => socket.destroy())
   }
 
-  /** Admits the spawns of `driver` for the cluster `clusterId` (one driver per cluster id). */
+  /** Admits the spawns of `driver` for the cluster `clusterId` (one driver per cluster id), and starts or renews its lease. */
   admit(clusterId: string, driver: string): HostInfo {
     const admitted = this.drivers.get(clusterId)
     if (this.closed || (admitted !== undefined && admitted.driver !== driver)) {
       throw new InvalidArgumentError({ message: `node ${this.host.name} does not admit ${driver} for cluster ${clusterId}`, argument: "clusterId" })
     }
-    if (admitted === undefined) this.drivers.set(clusterId, { driver, actors: new Set() })
+    if (admitted === undefined) this.drivers.set(clusterId, { driver, actors: new Map(), renewedAt: performance.now() })
+    else admitted.renewedAt = performance.now()
     return this.info()
   }
 
-  /** Ends the actors of the driver of `clusterId` on this host. */
+  /** Renews the lease of `driver` for `clusterId`, and tells it whether it still held one here. */
+  private renew(socket: tls.TLSSocket, driver: string, clusterId: string): void {
+    const admitted = this.drivers.get(clusterId)
+    const held = admitted !== undefined && admitted.driver === driver
+    if (held) admitted.renewedAt = performance.now()
+    writeFrame(socket, { _tag: "LeaseRenewal", held } satisfies LeaseRenewal)
+    finish(socket)
+    // A driver cut off once it has asked does not keep the connection open here.
+    socket.setTimeout(FIRST_MESSAGE_TIMEOUT_MS, () => socket.destroy())
+  }
+
+  /**
+   * Ends the actors of the driver of `clusterId` on this host, and their connections: a connection
+   * only ended would stay open here as long as a driver cut off does not answer.
+   */
   endDriver(clusterId: string): void {
     const admitted = this.drivers.get(clusterId)
     this.drivers.delete(clusterId)
-    for (const child of admitted?.actors ?? []) child.kill("SIGKILL")
+    for (const [child, socket] of admitted?.actors ?? []) {
+      child.kill("SIGKILL")
+      socket.destroy()
+    }
   }
 
   /**
@@ -240,7 +293,7 @@ export class TensorlaneNode {
    * the driver's connection byte for byte. A spawn that fails is told to the driver as the actor's
    * InitFailed.
    */
-  private spawn(socket: tls.TLSSocket, driver: string, request: ToNode, unread: Buffer): void {
+  private spawn(socket: tls.TLSSocket, driver: string, request: Extract<ToNode, { _tag: "Spawn" }>, unread: Buffer): void {
     const admitted = this.drivers.get(request.clusterId)
     const refuse = (error: unknown) => {
       writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
@@ -267,7 +320,7 @@ export class TensorlaneNode {
       refuse(error)
       return
     }
-    admitted.actors.add(child)
+    admitted.actors.set(child, socket)
     const control = child.stdio[3] as net.Socket
     if (unread.byteLength > 0) control.write(unread)
     socket.pipe(control)
@@ -286,7 +339,8 @@ export class TensorlaneNode {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    const children = [...this.drivers.values()].flatMap((s) => [...s.actors])
+    clearInterval(this.leaseWatch)
+    const children = [...this.drivers.values()].flatMap((s) => [...s.actors.keys()])
     for (const clusterId of [...this.drivers.keys()]) this.endDriver(clusterId)
     await settledWithin(
       children.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((done) => c.once("exit", () => done())))),

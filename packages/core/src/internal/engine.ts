@@ -49,8 +49,8 @@ export const hostAt = (config: ClusterConfig, address: RunnerAddress.RunnerAddre
 /**
  * A host's node as an entity, one per host (its id is the host's name), served only by that host's
  * runner. Describe: what the node reports of its host. Admit: the node takes spawns of the driver of
- * a cluster (its actor connections, which the node checks are that driver's). Kill: the node ends
- * that driver's actors.
+ * a cluster (its actor connections, which the node checks are that driver's), under a lease the
+ * driver renews on the node's own port (messages.ts). Kill: the node ends that driver's actors.
  */
 export const NodeEntity = Entity.make("TensorlaneNode", [
   Rpc.make("Describe", { success: HostInfo }),

@@ -221,10 +221,21 @@ export type HostInfo = typeof HostInfo.Type
  */
 export const MAX_NODE_REQUEST_BYTES = 256 * 1024
 
+/**
+ * A driver's admission on a node is a lease: the node ends the driver's actors once it has not been
+ * renewed (or granted) for DRIVER_LEASE_MS, so that a driver cut off but alive loses them within
+ * 10 s. The driver renews each of its admissions every LEASE_RENEW_MS, each renewal within
+ * LEASE_RENEW_MS.
+ */
+export const DRIVER_LEASE_MS = 6_000
+export const LEASE_RENEW_MS = 1_000
+
 // Driver -> a host's node: each actor has a connection of its own, whose first message is its Spawn
-// and which then carries its control connection's bytes (ToActor / FromActor) through the node.
-// The rest (admitting a driver, ending its actors, describing the host) goes through Effect's
-// cluster engine (engine.ts).
+// and which then carries its control connection's bytes (ToActor / FromActor) through the node. A
+// Renew has a connection of its own too, answered by one LeaseRenewal. The rest (admitting a
+// driver, ending its actors, describing the host) goes through Effect's cluster engine (engine.ts),
+// which routes nothing to a node while Postgres is down: renewals go to the node directly, so that
+// an outage ends no lease.
 export const ToNode = Schema.Union([
   Schema.TaggedStruct("Spawn", {
     clusterId: Schema.String,
@@ -233,8 +244,13 @@ export const ToNode = Schema.Union([
     execArgv: Schema.Array(Schema.String),
     env: Schema.Record(Schema.String, Schema.String),
   }),
+  Schema.TaggedStruct("Renew", { clusterId: Schema.String }),
 ])
 export type ToNode = typeof ToNode.Type
+
+/** A node's answer to a Renew: whether it still held the driver's admission (and renewed it). */
+export const LeaseRenewal = Schema.TaggedStruct("LeaseRenewal", { held: Schema.Boolean })
+export type LeaseRenewal = typeof LeaseRenewal.Type
 
 const decoder = <S extends Schema.Top>(schema: S, what: string) => {
   const decode = Schema.decodeUnknownSync(schema as any)
@@ -253,3 +269,4 @@ export const decodeAgentRequest = decoder(AgentRequest, "agent request")
 export const decodeAgentReply = decoder(AgentReply, "agent reply")
 export const decodeObjectInfo = decoder(ObjectInfo, "object info")
 export const decodeToNode = decoder(ToNode, "message to a node")
+export const decodeLeaseRenewal = decoder(LeaseRenewal, "lease renewal")
