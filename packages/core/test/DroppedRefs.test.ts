@@ -89,8 +89,8 @@ describe("DroppedRefs", () => {
     expect(dropped.collections).toBe(1)
   })
 
-  it("allows a quarter of the host cache, and at least 16 MiB", () => {
-    expect(droppedRefAllowance(1 << 30)).toBe(256 * MiB)
+  it("allows half the host cache, and at least 16 MiB", () => {
+    expect(droppedRefAllowance(1 << 30)).toBe(512 * MiB)
     expect(droppedRefAllowance(0)).toBe(16 * MiB)
   })
 })

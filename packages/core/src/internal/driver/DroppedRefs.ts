@@ -20,11 +20,13 @@ export const MAX_UNPROVEN_OBJECTS = 4096
 const MIN_ALLOWANCE_BYTES = 16 << 20
 
 /**
- * The allowance of bytes for a host cache of `capacity` bytes: a quarter of it, so that the frees a
- * collection brings reach a producer before its cache runs out of blocks (HostMemoryCache lets up to
- * half of the cache be out per size before it collects on the spot).
+ * The allowance of bytes for a host cache of `capacity` bytes: half of it. HostMemoryCache lets at
+ * least that much be out of any one size of a sixteenth of the cache or more (eight blocks, or as
+ * many as the cache holds) before a miss there collects on the spot, and the marking starts at half
+ * the allowance, so that its frees reach a producer before its cache runs out of blocks. Each
+ * collection marks the driver's whole heap whatever it frees: the fewer, the cheaper.
  */
-export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, Math.floor(capacity / 4))
+export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, Math.floor(capacity / 2))
 
 /**
  * A full collection of the driver's heap; none where V8 refuses to expose one (refs then wait for the
