@@ -3,8 +3,8 @@
  * the cluster engine's modules (Effect's cluster, its Postgres storage), which only a cluster across
  * hosts and a host's node need. Each module loaded stays in the heap for good, and every full
  * collection marks all of it: the driver's (one per allowance of refs left to the garbage collector)
- * and the actors' (the host memory cache's) cost in proportion (about 25 MB and 24 ms of CPU each
- * with them, 13 MB and 9 ms without, on the project's machine).
+ * and the actors' (the host memory cache's) cost in proportion; with these modules, about twice as
+ * much ([dropped-refs.md](../../../docs/decisions/dropped-refs.md)).
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
