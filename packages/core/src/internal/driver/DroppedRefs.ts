@@ -7,7 +7,8 @@
  * past half an allowance, it has V8 start an incremental collection, whose marking runs mostly on
  * V8's threads and in short steps while the driver waits, and whatever the program dropped is freed
  * when it ends; past the whole allowance before it has ended, a full collection at once. An object
- * released by hand leaves the count at once: a program that releases its refs never collects here.
+ * released by hand leaves the count at once, and one object alone starts nothing: a program that
+ * releases its refs never collects here, whatever their size.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -109,6 +110,10 @@ export class DroppedRefs {
     if (bytes === 0) return
     this.unproven.set(entry.id, bytes)
     this.unprovenBytes += bytes
+    // One object alone starts nothing, however large: it is most often the one the program is about
+    // to read, which a collection now would find alive, and a program that releases each result by
+    // hand would pay a collection per call of objects past half the allowance.
+    if (this.unproven.size + this.marking.size < 2) return
     // Past half the allowance, a collection beside the program's work; past all of it, one at once.
     if (this.unprovenBytes + this.markingBytes > this.allowanceBytes || this.unproven.size + this.marking.size > MAX_UNPROVEN_OBJECTS) this.schedule()
     else if (!this.underWay && (this.unprovenBytes > this.allowanceBytes / 2 || this.unproven.size > MAX_UNPROVEN_OBJECTS / 2)) this.begin()
