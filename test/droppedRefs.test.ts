@@ -2,8 +2,8 @@
  * The loop users write, `await cluster.get(consumer.numel(producer.make(n)))`, leaves its refs to the
  * garbage collector. A driver that makes little garbage of its own would not collect for minutes
  * while the producer kept every object; the driver collects once the objects made since its last
- * collection hold more than a quarter of the host cache at their producers, so the producer keeps at
- * most that beyond what the program really holds.
+ * collection hold more than half the host cache at their producers, so the producer keeps at most
+ * that beyond what the program really holds.
  */
 import { type ActorHandle, type Cluster, type ObjectRef, type Tensor, start } from "@tensorlane/core"
 import { afterAll, beforeAll, expect, it, vi } from "vitest"
@@ -11,7 +11,7 @@ import { Worker } from "./fixtures/actors.ts"
 
 const MiB = 1 << 20
 /** The allowance for this host cache: 16 MiB of objects made since the last collection. */
-const HOST_CACHE_BYTES = 64 * MiB
+const HOST_CACHE_BYTES = 32 * MiB
 const ALLOWANCE_OBJECTS = 16
 
 let cluster: Cluster

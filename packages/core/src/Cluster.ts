@@ -26,7 +26,7 @@ import { Dispatch } from "./internal/driver/Dispatch.js"
 import { DroppedRefs, droppedRefAllowance } from "./internal/driver/DroppedRefs.js"
 import type { DriverContext } from "./internal/driver/DriverContext.js"
 import { type CollectiveGroup, type GroupOptions, Groups } from "./internal/driver/Groups.js"
-import { Hosts } from "./internal/driver/Hosts.js"
+import type { Hosts } from "./internal/driver/Hosts.js"
 import { Objects } from "./internal/driver/Objects.js"
 import { recycleCapacity } from "./internal/hostMemoryCache.js"
 import type { ActorInspection, HostInfo, ToActor } from "./internal/messages.js"
@@ -97,14 +97,14 @@ export class Cluster implements AsyncDisposable {
     readonly runtime: ProcessRuntime,
     tracker: RefTracker,
     directory: ObjectDirectory,
-    across: { readonly config: ClusterConfig; readonly credentials: ClusterTls } | undefined,
+    across: { readonly config: ClusterConfig; readonly credentials: ClusterTls; readonly Hosts: typeof Hosts } | undefined,
   ) {
     this.identity = identity
     this.directory = directory
     const tracer = options.tracer ?? Tracer.nativeTracer
     const driver: DriverContext = { identity, transferTimeoutMs, directory, tracker, runtime, recordTransfer: (stat) => recordTransfer(stat, tracer) }
     const execArgv = options.execArgv ?? []
-    const hosts = across && new Hosts(across.config, across.credentials, identity.id, execArgv, (host, reason) => this.hostLost(host, reason))
+    const hosts = across && new across.Hosts(across.config, across.credentials, identity.id, execArgv, (host, reason) => this.hostLost(host, reason))
     this.hostSessions = hosts
     this.processes = new ActorProcesses(
       driver,
@@ -135,7 +135,12 @@ export class Cluster implements AsyncDisposable {
       (entry) => dropped.made(entry),
     )
     const tracker: RefTracker = { acquire: (id) => directory.acquire(id), release: (id) => directory.release(id), cluster: identity }
-    const across = options.cluster === undefined ? undefined : driverCredentials(options.cluster, options.driver)
+    // The cluster engine's modules (Hosts) load only for a cluster across hosts: they would double the
+    // driver's heap, and the cost of each collection DroppedRefs runs with it.
+    const across =
+      options.cluster === undefined
+        ? undefined
+        : { ...driverCredentials(options.cluster, options.driver), Hosts: (await import("./internal/driver/Hosts.js")).Hosts }
     const address = across && (await addressToward(across.config.hosts[0]!))
     const dir = createClusterDir()
     const runtime = await ProcessRuntime.start({

@@ -1,3 +1,5 @@
+import type { NodeOptions, TensorlaneNode } from "./Node.js"
+
 export * from "./Errors.js"
 export * from "./Device.js"
 export * from "./DType.js"
@@ -57,6 +59,12 @@ export {
   type ClusterTls,
   type MemberCredentials,
 } from "./ClusterConfig.js"
-export { startNode, TensorlaneNode, type NodeOptions } from "./Node.js"
+export type { NodeOptions, TensorlaneNode } from "./Node.js"
+/**
+ * Starts a host's node in this process. Its module, with the cluster engine's (Effect's cluster,
+ * Postgres), loads here only: in every other process it would double the heap, and the cost of
+ * each of its full collections with it.
+ */
+export const startNode = async (options: NodeOptions): Promise<TensorlaneNode> => (await import("./Node.js")).startNode(options)
 export * as TensorlaneCluster from "./TensorlaneCluster.js"
 export * as TensorlaneMemory from "./TensorlaneMemory.js"

@@ -2,17 +2,18 @@
  * The cost of one call end to end: `cluster.get(b.numel(a.make(bytes)))` in a loop over one
  * transport, its refs released by hand ("released") or left to the garbage collector as users write
  * it ("natural"). Prints one JSON line: wall time per call and its median, the calls over twice the
- * median, the CPU time per call of the driver (its main thread and its transfer agent) and of the two
- * actors together, the driver's full collections and the longest pause one made its main thread take
- * (the final, atomic part of an incremental one), and the objects the producer still holds at the
- * end and at most during the loop. The first tenth of the calls warms up and is not counted.
+ * median; per process (driver, producer, consumer): CPU time per call (all its threads), page faults
+ * per call (minor: fresh pages), full collections and their pauses on its main thread (the final,
+ * atomic part of an incremental one: total per call and the longest); and the objects the producer
+ * still holds at the end and at most during the loop. The first tenth of the calls warms up and is
+ * not counted.
  *   npm run build, then node tools/bench/calls/loop.mjs [transport] [calls] [bytes] [released|natural]
  * (default object-store, 4000 calls, 4096 bytes, released; also gloo, nixl, shm, and tcp and
  * tcp-effect, the two forms of examples/transport-tcp: written with Promises and in Effect).
  */
-import { PerformanceObserver, constants } from "node:perf_hooks"
 import { start } from "@tensorlane/core"
 import { LoopWorker } from "./loopActors.mjs"
+import { processUsage } from "./usage.mjs"
 
 const [transport = "object-store", calls = "4000", size = "4096", loop = "released"] = process.argv.slice(2)
 const count = Number(calls)
@@ -27,26 +28,11 @@ const modules = {
   "tcp-effect": "@tensorlane-examples/transport-tcp/effect",
 }
 
-const cpuOfDriver = () => {
-  const { user, system } = process.cpuUsage()
-  return user + system
-}
-let fullCollections = 0
-let longestPauseMs = 0
-const collections = new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) {
-    if (entry.detail.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue
-    fullCollections++
-    longestPauseMs = Math.max(longestPauseMs, entry.duration)
-  }
-})
-collections.observe({ entryTypes: ["gc"] })
-
 const cluster = await start({ transports: transport in modules ? [modules[transport]] : [] })
 try {
   const [a, b] = await cluster.spawn(LoopWorker, { count: 2 })
   if (cluster.runtime.transport(transport).capabilities.needsGroup) await cluster.createCollectiveGroup([a, b], { backend: transport })
-  const cpuOfActors = async () => (await cluster.get(a.cpu())) + (await cluster.get(b.cpu()))
+  const usages = async () => ({ driver: processUsage(), producer: await cluster.get(a.usage()), consumer: await cluster.get(b.usage()) })
   const make = a.make.options({ tensorTransport: transport })
   const call =
     loop === "natural"
@@ -62,10 +48,7 @@ try {
         }
   const held = async () => (await cluster.inspect()).processes[a.actorId].primary.length
   for (let i = 0; i < Math.ceil(count / 10); i++) await call()
-  const actors = await cpuOfActors()
-  const driver = cpuOfDriver()
-  const gcBefore = fullCollections
-  longestPauseMs = 0
+  const before = await usages()
   const samples = []
   let mostHeld = 0
   const started = performance.now()
@@ -77,10 +60,20 @@ try {
     if (i % Math.ceil(count / 20) === 0) mostHeld = Math.max(mostHeld, await held())
   }
   const wallMs = performance.now() - started
-  const driverCpu = cpuOfDriver() - driver
-  const actorsCpu = (await cpuOfActors()) - actors
+  const after = await usages()
   const median = [...samples].sort((x, y) => x - y)[Math.floor(samples.length / 2)]
-  const perCall = (us) => Number((us / count).toFixed(1))
+  const perCall = (n, digits = 1) => Number((n / count).toFixed(digits))
+  const costs = (name) => {
+    const [x, y] = [before[name], after[name]]
+    return {
+      cpuUsPerCall: perCall(y.cpuUs - x.cpuUs),
+      minfltPerCall: perCall(y.minflt - x.minflt),
+      majflt: y.majflt - x.majflt,
+      collections: y.collections - x.collections,
+      pauseUsPerCall: perCall((y.pauseMs - x.pauseMs) * 1000),
+      longestPauseUs: Number((y.longestMs * 1000).toFixed(1)),
+    }
+  }
   console.log(
     JSON.stringify({
       transport,
@@ -91,15 +84,13 @@ try {
       medianUs: Number((median * 1000).toFixed(1)),
       maxUs: Number((Math.max(...samples) * 1000).toFixed(1)),
       overTwiceMedian: samples.filter((ms) => ms > 2 * median).length,
-      driverCpuUsPerCall: perCall(driverCpu),
-      actorsCpuUsPerCall: perCall(actorsCpu),
-      driverFullCollections: fullCollections - gcBefore,
-      driverLongestPauseUs: Number((longestPauseMs * 1000).toFixed(1)),
+      driver: costs("driver"),
+      producer: costs("producer"),
+      consumer: costs("consumer"),
       producerObjectsMost: mostHeld,
       producerObjectsAtEnd: await held(),
     }),
   )
 } finally {
-  collections.disconnect()
   await cluster.shutdown()
 }

@@ -7,7 +7,8 @@
  * past half an allowance, it has V8 start an incremental collection, whose marking runs mostly on
  * V8's threads and in short steps while the driver waits, and whatever the program dropped is freed
  * when it ends; past the whole allowance before it has ended, a full collection at once. An object
- * released by hand leaves the count at once: a program that releases its refs never collects here.
+ * released by hand leaves the count at once, and one object alone starts nothing: a program that
+ * releases its refs never collects here, whatever their size.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -20,11 +21,13 @@ export const MAX_UNPROVEN_OBJECTS = 4096
 const MIN_ALLOWANCE_BYTES = 16 << 20
 
 /**
- * The allowance of bytes for a host cache of `capacity` bytes: a quarter of it, so that the frees a
- * collection brings reach a producer before its cache runs out of blocks (HostMemoryCache lets up to
- * half of the cache be out per size before it collects on the spot).
+ * The allowance of bytes for a host cache of `capacity` bytes: half of it. HostMemoryCache lets at
+ * least that much be out of any one size of a sixteenth of the cache or more (eight blocks, or as
+ * many as the cache holds) before a miss there collects on the spot, and the marking starts at half
+ * the allowance, so that its frees reach a producer before its cache runs out of blocks. Each
+ * collection marks the driver's whole heap whatever it frees: the fewer, the cheaper.
  */
-export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, Math.floor(capacity / 4))
+export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, Math.floor(capacity / 2))
 
 /**
  * A full collection of the driver's heap; none where V8 refuses to expose one (refs then wait for the
@@ -107,6 +110,10 @@ export class DroppedRefs {
     if (bytes === 0) return
     this.unproven.set(entry.id, bytes)
     this.unprovenBytes += bytes
+    // One object alone starts nothing, however large: it is most often the one the program is about
+    // to read, which a collection now would find alive, and a program that releases each result by
+    // hand would pay a collection per call of objects past half the allowance.
+    if (this.unproven.size + this.marking.size < 2) return
     // Past half the allowance, a collection beside the program's work; past all of it, one at once.
     if (this.unprovenBytes + this.markingBytes > this.allowanceBytes || this.unproven.size + this.marking.size > MAX_UNPROVEN_OBJECTS) this.schedule()
     else if (!this.underWay && (this.unprovenBytes > this.allowanceBytes / 2 || this.unproven.size > MAX_UNPROVEN_OBJECTS / 2)) this.begin()
