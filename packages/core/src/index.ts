@@ -49,6 +49,7 @@ export {
   ClusterConfigFile,
   ClusterDriverEntry,
   ClusterHostEntry,
+  clusterConfigConflict,
   loadClusterConfig,
   tlsOptionsFor,
   type ClusterConfig,
