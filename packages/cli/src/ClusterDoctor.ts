@@ -1,9 +1,9 @@
 /**
  * `tensorlane doctor --cluster cluster.json`: checks a cluster across hosts from a driver's seat.
  * The config and every certificate (core's loader), Postgres (TLS under the cluster's CA, the
- * cluster's role and password, and that a connection without TLS is refused before its password), and each host's node:
- * reachable under mutual TLS with the driver's credentials, its certificate and its dates, and what
- * the node reports (CPUs, memory, GPUs, installed transports).
+ * cluster's role and password, and that a connection without TLS is refused before any password),
+ * and each host's node: reachable under mutual TLS with the driver's credentials, its certificate
+ * and its dates, and what the node reports (CPUs, memory, GPUs, installed transports).
  */
 import { X509Certificate, randomBytes } from "node:crypto"
 import * as tls from "node:tls"
@@ -91,7 +91,7 @@ const queryPostgres = (config: ClusterConfig, ssl: tls.ConnectionOptions | false
 /**
  * Postgres as the cluster's role: a TLS connection under the cluster's CA with the role's password,
  * and one without TLS that must be refused before any password. That one offers a random wrong
- * password, since a server may ask for the password in clear text: the role's never leaves under TLS.
+ * password, since a server may ask for the password in clear text: the role's goes only over TLS.
  */
 export const checkPostgres = async (config: ClusterConfig): Promise<PostgresReport> => {
   const pg = config.postgres

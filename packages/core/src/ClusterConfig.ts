@@ -238,9 +238,10 @@ export const clusterConfigConflict = (config: ClusterConfigFile): string | undef
 }
 
 /**
- * Reads and checks the cluster config at `file`: the Schema, unique member names and host
- * addresses, the CA, every member's certificate (issued by the CA, within its dates, naming the
- * member and a host's address) and the Postgres password. Throws ClusterConfigError for a missing,
+ * Reads and checks the cluster config at `file`: the Schema, what `clusterConfigConflict` finds,
+ * the CA, every member's certificate (issued by the CA, within its dates, for TLS servers and
+ * clients, naming the member and a host's address) and the Postgres password (one line, in a file
+ * that only its owner may read). Throws ClusterConfigError for a missing,
  * unreadable or invalid config or password file, CertificateError for a certificate.
  */
 export const loadClusterConfig = (file: string, now: Date = new Date()): ClusterConfig => {
