@@ -2,8 +2,8 @@
  * The commands of a cluster across hosts against the harness's hosts with their nodes:
  * `tensorlane bench --hosts h1,h2` (gloo from h1's producer to h2's consumer next to a raw TCP
  * stream between the same two hosts, in one run, with its share of that stream against the bar) and
- * `tensorlane doctor --cluster` (all well, then Postgres stopped, a host cut off, a node ended, each
- * reported as that check's problem with exit code 1).
+ * `tensorlane doctor --cluster` (all well, then Postgres stopped, Postgres taking the role without
+ * TLS, a host cut off, a node ended, each reported as that check's problem with exit code 1).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -98,15 +98,20 @@ describe.skipIf(unavailable !== undefined)("tensorlane bench --hosts and doctor 
     }
   })
 
-  it("reports Postgres letting the cluster's role in without TLS", async () => {
+  it("reports Postgres letting the cluster's role in without TLS, asking for its password in clear text, without sending it", async () => {
     const hba = path.join(env.folder, "postgres", "data", "pg_hba.conf")
+    const log = path.join(env.folder, "postgres", "log")
     const strict = fs.readFileSync(hba, "utf8")
-    fs.appendFileSync(hba, `host ${env.config.postgres.database} ${env.config.postgres.user} ${env.subnet} scram-sha-256\n`)
+    fs.appendFileSync(hba, `host ${env.config.postgres.database} ${env.config.postgres.user} ${env.subnet} password\n`)
     await env.stopPostgres()
     await env.startPostgres()
     try {
+      const logged = fs.statSync(log).size
       const { code, report } = await doctor()
-      expect(report.postgres).toMatchObject({ ok: false, plainRefused: false, tls: "TLSv1.3", problem: expect.stringMatching(/without TLS/) })
+      // The role's password would have logged in: Postgres saw another one from each of the two doctors.
+      const failed = fs.readFileSync(log, "utf8").slice(logged).match(new RegExp(`password authentication failed for user "${env.config.postgres.user}"`, "g"))
+      expect(failed ?? []).toHaveLength(2)
+      expect(report.postgres).toMatchObject({ ok: false, plainRefused: false, tls: "TLSv1.3", problem: expect.stringMatching(/without TLS \(AuthenticationError: 28P01/) })
       expect(code).toBe(1)
     } finally {
       fs.writeFileSync(hba, strict)

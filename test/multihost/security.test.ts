@@ -2,8 +2,8 @@
  * Mutual TLS on every connection between hosts: a process in a fourth namespace (a stranger on the
  * same network, without the cluster's credentials) can neither reach a node (so neither spawn nor
  * call), nor its host's runner of Effect's cluster engine, nor fetch an object from an actor's agent;
- * a certificate of another cluster and a host's certificate are refused by a node too; a missing certificate or key stops a
- * driver and a node from starting.
+ * a certificate of another cluster and a host's certificate are refused by a node too, the Postgres
+ * server's by a runner; a missing certificate or key stops a driver and a node from starting.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -81,6 +81,15 @@ describe.skipIf(unavailable !== undefined)("the security of a cluster across hos
     const h2 = hosts.env.config.hosts[1]!
     const host = await probe("s1", 7400, { tls: true, cert: h2.certPath, key: h2.keyPath, frame: unadmitted })
     expect(host.received).toBe(0)
+  })
+
+  it("the Postgres server's key, though its certificate is from the cluster's CA, passes for no member at a node's runner", async () => {
+    const postgres = path.join(path.dirname(hosts.env.config.file), "postgres")
+    const asPostgres = await probe("s1", 7401, { tls: true, cert: path.join(postgres, "server.pem"), key: path.join(postgres, "server.key"), frame: unadmitted })
+    expect(asPostgres.received).toBe(0)
+    const driver = hosts.env.config.drivers[0]!
+    // The runner answers a member's certificate, even for a frame that is not its protocol.
+    expect((await probe("s1", 7401, { tls: true, cert: driver.certPath, key: driver.keyPath, frame: unadmitted })).received).toBeGreaterThan(0)
   })
 
   it("a stranger fetches nothing from an actor's agent", async () => {

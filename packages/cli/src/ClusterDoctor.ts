@@ -1,11 +1,11 @@
 /**
  * `tensorlane doctor --cluster cluster.json`: checks a cluster across hosts from a driver's seat.
  * The config and every certificate (core's loader), Postgres (TLS under the cluster's CA, the
- * cluster's role and password, and that a connection without TLS is refused), and each host's node:
- * reachable under mutual TLS with the driver's credentials, its certificate and its dates, and what
- * the node reports (CPUs, memory, GPUs, installed transports).
+ * cluster's role and password, and that a connection without TLS is refused before any password),
+ * and each host's node: reachable under mutual TLS with the driver's credentials, its certificate
+ * and its dates, and what the node reports (CPUs, memory, GPUs, installed transports).
  */
-import { X509Certificate } from "node:crypto"
+import { X509Certificate, randomBytes } from "node:crypto"
 import * as tls from "node:tls"
 import { PgClient } from "@effect/sql-pg"
 import { type ClusterConfig, type HostInfo, loadClusterConfig, tlsOptionsFor } from "@tensorlane/core"
@@ -27,7 +27,7 @@ export interface PostgresReport {
   readonly server?: string
   readonly tls?: string
   readonly passwordEncryption?: string
-  /** Whether the server let the cluster's role in without TLS (it must not). */
+  /** Whether the server refused the cluster's role without TLS for want of a pg_hba.conf line, before any password (it must). */
   readonly plainRefused?: boolean
 }
 
@@ -63,8 +63,14 @@ const describeError = (error: unknown): string => {
 
 const daysLeft = (validTo: Date, now: Date) => Math.floor((validTo.getTime() - now.getTime()) / DAY_MS)
 
-/** One query as the cluster's role, with `ssl` (the cluster's CA) or without TLS. */
-const queryPostgres = (config: ClusterConfig, ssl: tls.ConnectionOptions | false) =>
+/** The SQLSTATE of Postgres refusing a connection for want of a pg_hba.conf line that lets it in (not for its password, 28P01). */
+const NO_HBA_ENTRY = "28000"
+
+/** The SQLSTATE of a failed query, where the server answered with one. */
+const sqlState = (error: unknown): string | undefined => (error as { reason?: { cause?: { code?: string } } })?.reason?.cause?.code
+
+/** One query as the cluster's role with `password`, with `ssl` (the cluster's CA) or without TLS. */
+const queryPostgres = (config: ClusterConfig, ssl: tls.ConnectionOptions | false, password: string) =>
   Effect.gen(function* () {
     const pg = config.postgres
     const sql = yield* PgClient.makeClient({
@@ -72,7 +78,7 @@ const queryPostgres = (config: ClusterConfig, ssl: tls.ConnectionOptions | false
       port: pg.port,
       database: pg.database,
       username: pg.user,
-      password: Redacted.make(pg.password),
+      password: Redacted.make(password),
       ssl,
       connectTimeout: `${CHECK_TIMEOUT_MS} millis`,
     })
@@ -82,16 +88,28 @@ const queryPostgres = (config: ClusterConfig, ssl: tls.ConnectionOptions | false
     return rows[0]!
   }).pipe(Effect.scoped, Effect.provide(Reactivity.layer), Effect.timeout(CHECK_TIMEOUT_MS * 2), Effect.result, Effect.runPromise)
 
-const checkPostgres = async (config: ClusterConfig): Promise<PostgresReport> => {
+/**
+ * Postgres as the cluster's role: a TLS connection under the cluster's CA with the role's password,
+ * and one without TLS that must be refused before any password. That one offers a random wrong
+ * password, since a server may ask for the password in clear text: the role's goes only over TLS.
+ */
+export const checkPostgres = async (config: ClusterConfig): Promise<PostgresReport> => {
   const pg = config.postgres
   const endpoint = `${pg.host}:${pg.port} database ${pg.database} as ${pg.user}`
-  const [secure, plain] = await Promise.all([queryPostgres(config, { ca: pg.ca, rejectUnauthorized: true }), queryPostgres(config, false)])
-  const plainRefused = plain._tag === "Failure"
+  const [secure, plain] = await Promise.all([
+    queryPostgres(config, { ca: pg.ca, rejectUnauthorized: true }, pg.password),
+    queryPostgres(config, false, randomBytes(24).toString("base64url")),
+  ])
+  const plainRefused = plain._tag === "Failure" && sqlState(plain.failure) === NO_HBA_ENTRY
   if (secure._tag === "Failure") return { endpoint, ok: false, problem: describeError(secure.failure), plainRefused }
   const { server, encryption, tls: version } = secure.success
   const problems = [
     ...(version === null ? ["the connection is not encrypted"] : []),
-    ...(plainRefused ? [] : ["the server lets the cluster's role in without TLS: its pg_hba.conf needs hostssl lines only"]),
+    ...(plainRefused
+      ? []
+      : [
+          `the server does not refuse the cluster's role without TLS (${plain._tag === "Success" ? "it let a wrong password in" : describeError(plain.failure)}): its pg_hba.conf needs hostssl lines only`,
+        ]),
     ...(encryption === "scram-sha-256" ? [] : [`password_encryption is ${encryption}, not scram-sha-256`]),
   ]
   return {

@@ -9,7 +9,7 @@ import { randomBytes, webcrypto } from "node:crypto"
 import * as fs from "node:fs"
 import { isIP } from "node:net"
 import * as path from "node:path"
-import { type ClusterConfig, ClusterConfigFile, loadClusterConfig } from "@tensorlane/core"
+import { type ClusterConfig, ClusterConfigFile, clusterConfigConflict, loadClusterConfig } from "@tensorlane/core"
 import * as x509 from "@peculiar/x509"
 import * as Schema from "effect/Schema"
 import { UsageError } from "./Errors.js"
@@ -49,11 +49,17 @@ interface Issued {
   readonly key: string
 }
 
-/** A certificate for `names` (DNS names or IP addresses) issued by the CA, for TLS servers and clients. */
+/** What a member's certificate is for: every member serves and connects. */
+const MEMBER_USAGES = [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]
+/** The Postgres server's certificate serves only: its key, which the Postgres server holds, cannot log in to a member. */
+const SERVER_USAGES = [x509.ExtendedKeyUsage.serverAuth]
+
+/** A certificate for `names` (DNS names or IP addresses) issued by the CA, for TLS `usages`. */
 const issue = async (
   ca: { readonly cert: x509.X509Certificate; readonly keys: webcrypto.CryptoKeyPair },
   subject: string,
   names: ReadonlyArray<string>,
+  usages: ReadonlyArray<string>,
   validity: { readonly notBefore: Date; readonly notAfter: Date },
 ): Promise<Issued> => {
   const keys = await newKeys()
@@ -68,7 +74,7 @@ const issue = async (
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
+      new x509.ExtendedKeyUsageExtension([...usages]),
       new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: isIP(value) !== 0 ? ("ip" as const) : ("dns" as const), value }))),
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
       await x509.AuthorityKeyIdentifierExtension.create(ca.keys.publicKey),
@@ -100,9 +106,8 @@ export const initCluster = async (options: ClusterInitOptions): Promise<ClusterC
   } catch (error) {
     throw new UsageError({ message: `cluster init: ${error instanceof Error ? error.message : String(error)}` })
   }
-  const names = [...options.hosts.map((h) => h.name), ...options.drivers]
-  const repeated = names.filter((name, i) => names.indexOf(name) !== i)
-  if (repeated.length > 0) throw new UsageError({ message: `cluster init: ${[...new Set(repeated)].join(", ")} named more than once (hosts and drivers share one set of names)` })
+  const conflict = clusterConfigConflict(file)
+  if (conflict !== undefined) throw new UsageError({ message: `cluster init: the config ${conflict}` })
   if (!Number.isInteger(options.days) || options.days < 1 || options.days > 3650) {
     throw new UsageError({ message: `cluster init: --days ${options.days}: a whole number from 1 to 3650 is needed` })
   }
@@ -134,9 +139,9 @@ export const initCluster = async (options: ClusterInitOptions): Promise<ClusterC
     files.set(`${relative}.key`, { text: issued.key, secret: true })
   }
   put("ca", { cert: caCert.toString("pem"), key: await keyPem(caKeys) })
-  for (const host of options.hosts) put(`hosts/${host.name}`, await issue(ca, subjectOf(host.name, options.name), [host.name, host.address], validity))
-  for (const driver of options.drivers) put(`drivers/${driver}`, await issue(ca, subjectOf(driver, options.name), [driver], validity))
-  put("postgres/server", await issue(ca, subjectOf(options.postgres.host, options.name), [options.postgres.host], validity))
+  for (const host of options.hosts) put(`hosts/${host.name}`, await issue(ca, subjectOf(host.name, options.name), [host.name, host.address], MEMBER_USAGES, validity))
+  for (const driver of options.drivers) put(`drivers/${driver}`, await issue(ca, subjectOf(driver, options.name), [driver], MEMBER_USAGES, validity))
+  put("postgres/server", await issue(ca, subjectOf(options.postgres.host, options.name), [options.postgres.host], SERVER_USAGES, validity))
   files.set("postgres/password", { text: `${randomBytes(24).toString("base64url")}\n`, secret: true })
   files.set("cluster.json", { text: `${JSON.stringify(file, null, 2)}\n`, secret: false })
 

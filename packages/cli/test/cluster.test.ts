@@ -1,19 +1,25 @@
 /**
  * `tensorlane cluster init` and core's cluster config: what init writes loads, every certificate and
  * key it writes works for mutual TLS, and a config, certificate or key that is missing, malformed,
- * of another cluster, outside its dates or of another member is refused with a typed error.
+ * of another cluster, outside its dates or of another member is refused with a typed error; doctor's
+ * check that Postgres refuses the role without TLS never sends the role's password there.
  */
 import { X509Certificate } from "node:crypto"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as tls from "node:tls"
 import { type ClusterConfig, loadClusterConfig, tlsOptionsFor } from "@tensorlane/core"
+import { checkPostgres } from "../src/ClusterDoctor.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { rejection, thrown } from "../../core/test/helpers/errors.ts"
 import { type ClusterInitOptions, initCluster } from "../src/ClusterInit.ts"
 import { UsageError } from "../src/Errors.ts"
 import { tensorlane } from "./cli.ts"
+
+const SERVER_AUTH = "1.3.6.1.5.5.7.3.1"
+const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2"
 
 const options = (out: string, name = "lab"): ClusterInitOptions => ({
   out,
@@ -112,6 +118,19 @@ describe("cluster init", () => {
     const postgresCert = new X509Certificate(fs.readFileSync(path.join(dir, "postgres/server.pem")))
     expect(postgresCert.checkIP("127.0.0.1")).toBe("127.0.0.1")
     expect(postgresCert.checkIssued(new X509Certificate(lab.ca))).toBe(true)
+    expect(postgresCert.keyUsage).toEqual([SERVER_AUTH])
+    for (const member of ["hosts/h1.pem", "drivers/driver.pem"]) expect(new X509Certificate(fs.readFileSync(path.join(dir, member))).keyUsage).toEqual([SERVER_AUTH, CLIENT_AUTH])
+  })
+
+  it("issues the Postgres server a certificate that a member's TLS server refuses from a client", async () => {
+    const dir = path.join(root, "lab")
+    const host = tlsOptionsFor(lab, "h1")
+    const asPostgres = { ...tlsOptionsFor(lab, "driver").client("h1"), cert: fs.readFileSync(path.join(dir, "postgres/server.pem"), "utf8"), key: fs.readFileSync(path.join(dir, "postgres/server.key"), "utf8") }
+    // As the engine's runner server does: the handshake alone, no peerName.
+    const tlsOnly = (socket: tls.TLSSocket) => (socket.authorized ? "authorized" : String(socket.authorizationError))
+    expect((await handshake(host.server, asPostgres, tlsOnly)).client).toBeInstanceOf(Error)
+    expect((await handshake({ ...host.server, rejectUnauthorized: false }, asPostgres, tlsOnly)).peer).toBe("INVALID_PURPOSE")
+    expect(await handshake(host.server, tlsOptionsFor(lab, "driver").client("h1"), tlsOnly)).toEqual({ peer: "authorized", client: "connected" })
   })
 
   it("refuses a folder that is not empty, bad names and addresses, and repeated names, writing nothing", async () => {
@@ -122,7 +141,10 @@ describe("cluster init", () => {
       { ...options(fresh), hosts: [{ name: "h1", address: "0.0.0.0", interface: "eth0" }] },
       { ...options(fresh), hosts: [{ name: "h1", address: "not-an-ip", interface: "eth0" }] },
       { ...options(fresh), drivers: ["h1"] },
+      { ...options(fresh), drivers: ["head"], postgres: { ...options(fresh).postgres, host: "head" } },
+      { ...options(fresh), hosts: [{ name: "h1", address: "::ffff:0.0.0.0", interface: "eth0" }] },
       { ...options(fresh), port: 70000 },
+      { ...options(fresh), port: 65535 },
       { ...options(fresh), days: 0 },
     ]) {
       expect(await rejection(initCluster(bad))).toBeInstanceOf(UsageError)
@@ -180,9 +202,31 @@ describe("loadClusterConfig", () => {
     expectError(variant((_, c) => (c.hosts[1].address = "127.0.0.1")), "ClusterConfigError", /more than one host/)
   })
 
+  it("refuses a wildcard address in any spelling, IPv4-mapped included", () => {
+    for (const wildcard of ["0.0.0.0", "::", "::0", "0::", "00::", "::0.0.0.0", "0000:0000::", "0:0:0:0:0:0:0:0", "::ffff:0.0.0.0", "::ffff:0:0"]) {
+      expectError(variant((_, c) => (c.hosts[0].address = wildcard)), "ClusterConfigError", /other than 0\.0\.0\.0 and ::/)
+    }
+  })
+
+  it("refuses two hosts on one address whose node or engine ports meet, in any spelling of the address, and a port without a next one", () => {
+    expectError(variant((_, c) => (c.hosts[1].address = "::ffff:127.0.0.1")), "ClusterConfigError", /127\.0\.0\.1 port 7400, 127\.0\.0\.1 port 7401 to more than one host/)
+    expectError(variant((_, c) => (c.hosts[1].address = "::FFFF:7f00:1")), "ClusterConfigError", /127\.0\.0\.1 port 7400/)
+    expectError(variant((_, c) => Object.assign(c.hosts[1], { address: "127.0.0.1", port: 7401 })), "ClusterConfigError", /127\.0\.0\.1 port 7401 to more than one host/)
+    expectError(variant((_, c) => Object.assign(c.hosts[1], { address: "127.0.0.1", port: 7399 })), "ClusterConfigError", /127\.0\.0\.1 port 7400 to more than one host/)
+    expectError(variant((_, c) => (c.hosts[0].port = 65535)), "ClusterConfigError", /invalid/)
+  })
+
+  it("refuses a Postgres server named like a member", () => {
+    for (const host of ["h1", "driver", "H2."]) expectError(variant((_, c) => (c.postgres.host = host)), "ClusterConfigError", /names its Postgres server .*, a member's name/)
+  })
+
   it("refuses a missing password file or an empty password", () => {
     expectError(variant((dir) => fs.rmSync(path.join(dir, "postgres/password"))), "ClusterConfigError", /password file .* does not exist/)
     expectError(variant((dir) => fs.writeFileSync(path.join(dir, "postgres/password"), "\n")), "ClusterConfigError", /one non-empty line/)
+  })
+
+  it("refuses a password file that other users can read", () => {
+    expectError(variant((dir) => fs.chmodSync(path.join(dir, "postgres/password"), 0o640)), "ClusterConfigError", /password file .* is readable by other users/)
   })
 
   it("refuses a certificate that is missing, malformed, of another cluster, of another member or expired", () => {
@@ -192,6 +236,8 @@ describe("loadClusterConfig", () => {
     expectError(variant((dir) => fs.copyFileSync(path.join(dir, "hosts/h1.pem"), path.join(dir, "hosts/h2.pem"))), "CertificateError", /does not name h2/)
     expectError(variant((_, c) => (c.hosts[1].address = "127.0.0.3")), "CertificateError", /does not name its address 127\.0\.0\.3/)
     expectError(variant((_, c) => (c.ca = "hosts/h1.pem")), "CertificateError", /is not a CA certificate/)
+    const serverOnly = variant((_, c) => Object.assign(c.drivers[0], { cert: "postgres/server.pem", key: "postgres/server.key" }))
+    expectError(serverOnly, "CertificateError", /not for both TLS servers and clients \(its extended key usages: 1\.3\.6\.1\.5\.5\.7\.3\.1\)/)
     const later = new Date(Date.now() + 31 * 86_400_000)
     expect(thrown(() => loadClusterConfig(lab.file, later))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/expired at/) })
     const earlier = new Date(Date.now() - 86_400_000)
@@ -228,5 +274,68 @@ describe("tlsOptionsFor", () => {
     expect(thrown(() => tlsOptionsFor(open, "h1"))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/readable by other users/) })
     const swapped = edited((dir) => fs.copyFileSync(path.join(dir, "hosts/h2.key"), path.join(dir, "hosts/h1.key")))
     expect(thrown(() => tlsOptionsFor(swapped, "h1"))).toMatchObject({ _tag: "CertificateError", message: expect.stringMatching(/not the key of the certificate/) })
+  })
+})
+
+/**
+ * A Postgres server on 127.0.0.1 without TLS: it refuses every connection outright (`no-hba`, as
+ * without a pg_hba.conf line for it), or asks for the password in clear text and refuses it
+ * (`cleartext`), recording the passwords it was sent.
+ */
+const plainPostgres = async (answer: "no-hba" | "cleartext") => {
+  const passwords: Array<string> = []
+  const error = (code: string, message: string) => {
+    const fields = Buffer.from(`SFATAL\0C${code}\0M${message}\0\0`)
+    const head = Buffer.alloc(5)
+    head.write("E")
+    head.writeInt32BE(4 + fields.length, 1)
+    return Buffer.concat([head, fields])
+  }
+  const server = net.createServer((socket) => {
+    let buffer = Buffer.alloc(0)
+    let started = false
+    socket.on("error", () => undefined)
+    socket.on("data", (chunk) => {
+      buffer = Buffer.concat([buffer, chunk])
+      while (!socket.destroyed) {
+        // Before startup a message is its length and a code; after it, a type byte and its length.
+        const at = started ? 1 : 0
+        if (buffer.length < at + 4 || buffer.length < at + buffer.readInt32BE(at)) return
+        const message = buffer.subarray(0, at + buffer.readInt32BE(at))
+        buffer = buffer.subarray(message.length)
+        if (!started && message.readInt32BE(4) === 80877103) socket.end("N")
+        else if (!started && answer === "no-hba") socket.end(error("28000", "no pg_hba.conf entry"))
+        else if (!started) {
+          started = true
+          socket.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 3]))
+        } else if (message[0] === 0x70) {
+          passwords.push(message.subarray(5, message.length - 1).toString())
+          socket.end(error("28P01", "password authentication failed"))
+        }
+      }
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return { port: (server.address() as net.AddressInfo).port, passwords, close: () => new Promise((resolve) => server.close(resolve)) }
+}
+
+describe("doctor --cluster's Postgres check", () => {
+  it("never sends the role's password without TLS, and counts the role refused only before any password", async () => {
+    const cleartext = await plainPostgres("cleartext")
+    try {
+      const report = await checkPostgres({ ...lab, postgres: { ...lab.postgres, port: cleartext.port } })
+      expect(cleartext.passwords.length).toBeGreaterThan(0)
+      expect(cleartext.passwords).not.toContain(lab.postgres.password)
+      expect(report).toMatchObject({ ok: false, plainRefused: false })
+    } finally {
+      await cleartext.close()
+    }
+    const noHba = await plainPostgres("no-hba")
+    try {
+      expect(await checkPostgres({ ...lab, postgres: { ...lab.postgres, port: noHba.port } })).toMatchObject({ ok: false, plainRefused: true, problem: expect.stringMatching(/does not support TLS/) })
+      expect(noHba.passwords).toEqual([])
+    } finally {
+      await noHba.close()
+    }
   })
 })

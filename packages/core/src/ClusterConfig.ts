@@ -16,13 +16,56 @@ const MemberName = Schema.String.check(
   Schema.isPattern(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, { expected: "a name of lower-case letters, digits and inner dashes (at most 63)" }),
 )
 const Port = Schema.Number.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 65535 }))
+/** A node's port: its runner of the cluster's engine listens on the next one, which must be a port too. */
+const NodePort = Schema.Number.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 65534 }))
 const FilePath = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096))
 const SqlName = Schema.String.check(Schema.isPattern(/^[a-z_][a-z0-9_]{0,62}$/, { expected: "a lower-case SQL name of at most 63 characters" }))
+
+/** The 16 bytes of an IP address (an IPv4 one as IPv4-mapped IPv6) and its zone, or undefined for a string that is not one. */
+const addressBytes = (address: string): { readonly bytes: Uint8Array; readonly zone: string } | undefined => {
+  const family = isIP(address)
+  if (family === 0) return undefined
+  const bytes = new Uint8Array(16)
+  if (family === 4) {
+    bytes.set([0xff, 0xff, ...address.split(".").map(Number)], 10)
+    return { bytes, zone: "" }
+  }
+  const [text = "", zone = ""] = address.split("%")
+  // A dotted IPv4 tail is the last two groups.
+  const hex = text.replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, a, b, c, d) => `${((+a << 8) | +b).toString(16)}:${((+c << 8) | +d).toString(16)}`)
+  const [head = "", tail] = hex.split("::")
+  const groups = (part: string | undefined) => (part === undefined || part === "" ? [] : part.split(":").map((group) => parseInt(group, 16)))
+  const before = groups(head)
+  const after = groups(tail)
+  const all = [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after]
+  all.forEach((group, i) => bytes.set([group >> 8, group & 0xff], 2 * i))
+  return { bytes, zone }
+}
+
+const isIPv4Mapped = (bytes: Uint8Array) => bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff
+
+/** One spelling per address: IPv4 (IPv4-mapped IPv6 included) dotted, IPv6 as eight full groups, with its zone. */
+const normalAddress = (address: string): string => {
+  const parsed = addressBytes(address)
+  if (parsed === undefined) return address
+  const { bytes, zone } = parsed
+  if (isIPv4Mapped(bytes)) return [...bytes.subarray(12)].join(".")
+  const groups = Array.from({ length: 8 }, (_, i) => ((bytes[2 * i]! << 8) | bytes[2 * i + 1]!).toString(16).padStart(4, "0"))
+  return `${groups.join(":")}${zone !== "" ? `%${zone}` : ""}`
+}
+
+/** Whether an address's bytes are all zero, as IPv4, IPv6 or IPv4-mapped IPv6: a listener there takes every address. */
+const isWildcard = (bytes: Uint8Array): boolean => (isIPv4Mapped(bytes) ? bytes.subarray(12) : bytes).every((b) => b === 0)
+
 /** Where a node and its host's data planes listen: an IP address, never a wildcard one. */
 const ListenAddress = Schema.String.check(
-  Schema.makeFilter((address: string) => isIP(address) !== 0 && !/^(0\.0\.0\.0|::|0:0:0:0:0:0:0:0)$/.test(address), {
-    expected: "an IPv4 or IPv6 address other than 0.0.0.0 and ::",
-  }),
+  Schema.makeFilter(
+    (address: string) => {
+      const parsed = addressBytes(address)
+      return parsed !== undefined && !isWildcard(parsed.bytes)
+    },
+    { expected: "an IPv4 or IPv6 address other than 0.0.0.0 and :: (in any spelling, IPv4-mapped included)" },
+  ),
 )
 const InterfaceName = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_.:@-]{1,15}$/, { expected: "a network interface name (at most 15 characters)" }))
 const DnsNameOrAddress = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9.:-]{1,253}$/, { expected: "a host name or an IP address" }))
@@ -31,7 +74,7 @@ const DnsNameOrAddress = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9.:-]{1
 export const ClusterHostEntry = Schema.Struct({
   name: MemberName,
   address: ListenAddress,
-  port: Port,
+  port: NodePort,
   interface: InterfaceName,
   cert: FilePath,
   key: FilePath,
@@ -117,6 +160,11 @@ const readFile = (file: string, what: string, fail: (message: string) => Error):
   }
 }
 
+/** Throws when other users may read `file` (a key, a password): like ssh and Postgres, such a secret is refused, not used. */
+const checkPrivate = (file: string, what: string, fail: (message: string) => Error): void => {
+  if ((fs.statSync(file).mode & 0o077) !== 0) throw fail(`${what} ${file} is readable by other users: chmod 600 it`)
+}
+
 const parseCertificate = (pem: string, file: string, identity: string): X509Certificate => {
   try {
     return new X509Certificate(pem)
@@ -133,12 +181,27 @@ const checkDates = (cert: X509Certificate, file: string, identity: string, now: 
   if (now > to) throw new CertificateError({ message: `the certificate ${file} of ${identity} expired at ${to.toISOString()}`, path: file, identity })
 }
 
-/** Checks that `cert` was issued by the cluster's CA, is within its dates and names `identity` (and `address` for a host). */
+/**
+ * The extended key usages of a member's certificate (serverAuth, clientAuth): every member serves (a
+ * node, its runner, an agent) and connects. TLS servers refuse a client certificate without
+ * clientAuth, so the Postgres server's certificate (serverAuth only) cannot pass for a member.
+ */
+const MEMBER_USAGES = ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"]
+
+/** Checks that `cert` was issued by the cluster's CA, is within its dates, serves and connects, and names `identity` (and `address` for a host). */
 const checkMember = (cert: X509Certificate, ca: X509Certificate, file: string, identity: string, now: Date, address?: string): void => {
   if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) {
     throw new CertificateError({ message: `the certificate ${file} of ${identity} is not signed by the cluster's CA`, path: file, identity })
   }
   checkDates(cert, file, identity, now)
+  const usages = cert.keyUsage ?? []
+  if (!MEMBER_USAGES.every((usage) => usages.includes(usage))) {
+    throw new CertificateError({
+      message: `the certificate ${file} of ${identity} is not for both TLS servers and clients (its extended key usages: ${usages.join(", ") || "none"})`,
+      path: file,
+      identity,
+    })
+  }
   if (!namesMember(cert, identity)) {
     throw new CertificateError({ message: `the certificate ${file} does not name ${identity} (its names: ${cert.subjectAltName ?? "none"})`, path: file, identity })
   }
@@ -153,10 +216,32 @@ const namesMember = (cert: X509Certificate, name: string): boolean =>
 
 const duplicates = (values: ReadonlyArray<string>): ReadonlyArray<string> => [...new Set(values.filter((value, i) => values.indexOf(value) !== i))]
 
+/** A DNS name as a certificate compares it: case aside, without a final dot. */
+const dnsName = (name: string) => name.toLowerCase().replace(/\.$/, "")
+
 /**
- * Reads and checks the cluster config at `file`: the Schema, unique member names and host
- * addresses, the CA, every member's certificate (issued by the CA, within its dates, naming the
- * member and a host's address) and the Postgres password. Throws ClusterConfigError for a missing,
+ * What makes a config that passed its Schema inconsistent, as the end of a sentence about it, or
+ * undefined: a name given twice (hosts and drivers share one set), a port that two hosts on one
+ * address take (a node takes its port and its runner the next), or a Postgres server named like a
+ * member (its certificate, from the cluster's CA, would then name that member).
+ */
+export const clusterConfigConflict = (config: ClusterConfigFile): string | undefined => {
+  const names = [...config.hosts.map((h) => h.name), ...config.drivers.map((d) => d.name)]
+  const sameName = duplicates(names)
+  if (sameName.length > 0) return `names ${sameName.join(", ")} more than once (hosts and drivers share one set of names)`
+  const sameEndpoint = duplicates(config.hosts.flatMap((h) => [h.port, h.port + 1].map((port) => `${normalAddress(h.address)} port ${port}`)))
+  if (sameEndpoint.length > 0) return `gives ${sameEndpoint.join(", ")} to more than one host (a host's node takes its port and the next)`
+  if (names.includes(dnsName(config.postgres.host))) {
+    return `names its Postgres server ${config.postgres.host}, a member's name: the server's certificate would name that member`
+  }
+  return undefined
+}
+
+/**
+ * Reads and checks the cluster config at `file`: the Schema, what `clusterConfigConflict` finds,
+ * the CA, every member's certificate (issued by the CA, within its dates, for TLS servers and
+ * clients, naming the member and a host's address) and the Postgres password (one line, in a file
+ * that only its owner may read). Throws ClusterConfigError for a missing,
  * unreadable or invalid config or password file, CertificateError for a certificate.
  */
 export const loadClusterConfig = (file: string, now: Date = new Date()): ClusterConfig => {
@@ -175,11 +260,8 @@ export const loadClusterConfig = (file: string, now: Date = new Date()): Cluster
   } catch (error) {
     throw configError(`the cluster config ${absolute} is invalid: ${error instanceof Error ? error.message : String(error)}`)
   }
-  const names = [...decoded.hosts.map((h) => h.name), ...decoded.drivers.map((d) => d.name)]
-  const sameName = duplicates(names)
-  if (sameName.length > 0) throw configError(`the cluster config ${absolute} names ${sameName.join(", ")} more than once (hosts and drivers share one set of names)`)
-  const sameEndpoint = duplicates(decoded.hosts.map((h) => `${h.address} port ${h.port}`))
-  if (sameEndpoint.length > 0) throw configError(`the cluster config ${absolute} gives ${sameEndpoint.join(", ")} to more than one host`)
+  const conflict = clusterConfigConflict(decoded)
+  if (conflict !== undefined) throw configError(`the cluster config ${absolute} ${conflict}`)
 
   const dir = path.dirname(absolute)
   const resolve = (relative: string) => path.resolve(dir, relative)
@@ -202,7 +284,9 @@ export const loadClusterConfig = (file: string, now: Date = new Date()): Cluster
   }
   const postgresCa = authority(decoded.postgres.ca, `the Postgres CA of cluster ${decoded.name}`)
   const passwordFile = resolve(decoded.postgres.passwordFile)
-  const password = readFile(passwordFile, "the Postgres password file", (message) => new ClusterConfigError({ message, path: passwordFile })).replace(/\r?\n$/, "")
+  const passwordError = (message: string) => new ClusterConfigError({ message, path: passwordFile })
+  const password = readFile(passwordFile, "the Postgres password file", passwordError).replace(/\r?\n$/, "")
+  checkPrivate(passwordFile, "the Postgres password file", passwordError)
   if (password.length === 0 || /[\r\n]/.test(password)) {
     throw new ClusterConfigError({ message: `the Postgres password file ${passwordFile} must hold one non-empty line`, path: passwordFile })
   }
@@ -245,8 +329,7 @@ export const tlsOptionsFor = (config: ClusterConfig, identity: string): ClusterT
   }
   const keyError = (message: string) => new CertificateError({ message, path: self.keyPath, identity })
   const key = readFile(self.keyPath, `the key of ${identity}`, keyError)
-  // Like ssh and Postgres: a private key that other users can read is refused, not used.
-  if ((fs.statSync(self.keyPath).mode & 0o077) !== 0) throw keyError(`the key ${self.keyPath} of ${identity} is readable by other users: chmod 600 it`)
+  checkPrivate(self.keyPath, `the key of ${identity}`, keyError)
   let keyObject: KeyObject
   try {
     keyObject = createPrivateKey(key)

@@ -51,6 +51,7 @@ export {
   ClusterConfigFile,
   ClusterDriverEntry,
   ClusterHostEntry,
+  clusterConfigConflict,
   loadClusterConfig,
   tlsOptionsFor,
   type ClusterConfig,
