@@ -13,13 +13,14 @@
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
-import * as tls from "node:tls"
+import type * as tls from "node:tls"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { Runners } from "effect/cluster"
 import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
 import { ActorDiedError, ActorLimitError, InvalidArgumentError } from "./Errors.js"
 import { type LaunchedActor, launchActor } from "./internal/actorLaunch.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, liveHosts, runnerAddressOf, runnerLayer } from "./internal/engine.js"
+import { tlsServer } from "./internal/connection.js"
 import { FrameReader, writeFrame } from "./internal/frame.js"
 import { type FromActor, type HostInfo, MAX_NODE_REQUEST_BYTES, type ToNode, decodeToNode } from "./internal/messages.js"
 import { CLUSTER_CONFIG_VARIABLE, CLUSTER_MEMBER_VARIABLE } from "./internal/node/variables.js"
@@ -101,11 +102,9 @@ export class TensorlaneNode {
     private readonly credentials: ClusterTls,
   ) {
     this.maxActors = host.maxActors ?? ACTORS_PER_CPU * os.availableParallelism()
-    this.server = tls.createServer(credentials.server, (socket) => this.accept(socket))
+    this.server = tlsServer(credentials.server, (socket) => this.accept(socket))
     // Each actor holds one connection; as many again may be in their handshake, first message or finish.
     this.server.maxConnections = 2 * this.maxActors
-    // A handshake that fails (no certificate, another CA's) only ends that connection.
-    this.server.on("tlsClientError", () => undefined)
   }
 
   /** Loads the config and the host's credentials, and listens on the host's address and port. */
@@ -308,7 +307,11 @@ export class TensorlaneNode {
     if (unread.byteLength > 0) control.write(unread)
     socket.pipe(control)
     control.pipe(socket)
-    const end = () => child.kill("SIGKILL")
+    // Its driver's connection closed: the actor is killed, and no longer counts against maxActors.
+    const end = () => {
+      child.kill("SIGKILL")
+      admitted.actors.delete(child)
+    }
     socket.on("close", end)
     control.on("error", () => socket.destroy())
     child.once("exit", () => {
