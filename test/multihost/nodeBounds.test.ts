@@ -38,7 +38,8 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
   /** A connection to h1's node under the driver's certificate, open once its handshake is done; it never ends its side. */
   const connect = (): Promise<tls.TLSSocket> =>
     new Promise((resolve, reject) => {
-      const socket = tls.connect({ ...driverTls, host, port: NODE_PORT, allowHalfOpen: true })
+      // allowHalfOpen: tls.connect passes it on to its socket, though its type does not say so.
+      const socket = tls.connect({ ...driverTls, host, port: NODE_PORT, allowHalfOpen: true } as tls.ConnectionOptions)
       socket.once("secureConnect", () => resolve(socket))
       socket.once("error", reject)
     })
