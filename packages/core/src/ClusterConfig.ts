@@ -222,7 +222,7 @@ export const loadClusterConfig = (file: string, now: Date = new Date()): Cluster
 }
 
 /** How long a connection to a member's server (a node, its engine's runner, an actor's agent) has for its TLS handshake. */
-export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000
+const TLS_HANDSHAKE_TIMEOUT_MS = 10_000
 
 /** The mutual-TLS options of one member of a cluster. */
 export interface ClusterTls {
