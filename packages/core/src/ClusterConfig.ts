@@ -78,6 +78,8 @@ export const ClusterHostEntry = Schema.Struct({
   interface: InterfaceName,
   cert: FilePath,
   key: FilePath,
+  /** How many actors its node runs at once, of all drivers together; default 4 per CPU of the host. */
+  maxActors: Schema.optional(Schema.Number.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 65_536 }))),
 })
 
 /** A driver of the cluster's config file. */
@@ -114,6 +116,8 @@ export interface ClusterHost extends MemberCredentials {
   readonly address: string
   readonly port: number
   readonly interface: string
+  /** How many actors its node runs at once; undefined: 4 per CPU of the host. */
+  readonly maxActors: number | undefined
 }
 
 export type ClusterDriver = MemberCredentials
@@ -296,10 +300,13 @@ export const loadClusterConfig = (file: string, now: Date = new Date()): Cluster
     ca: ca.pem,
     caPath: ca.certPath,
     postgres: { ...decoded.postgres, password, passwordFile, ca: postgresCa.pem, caPath: postgresCa.certPath },
-    hosts: decoded.hosts.map((h) => ({ ...member(h, h.address), address: h.address, port: h.port, interface: h.interface })),
+    hosts: decoded.hosts.map((h) => ({ ...member(h, h.address), address: h.address, port: h.port, interface: h.interface, maxActors: h.maxActors })),
     drivers: decoded.drivers.map((d) => member(d)),
   }
 }
+
+/** How long a connection to a member's server (a node, its engine's runner, an actor's agent) has for its TLS handshake. */
+const TLS_HANDSHAKE_TIMEOUT_MS = 10_000
 
 /** The mutual-TLS options of one member of a cluster. */
 export interface ClusterTls {
@@ -342,7 +349,8 @@ export const tlsOptionsFor = (config: ClusterConfig, identity: string): ClusterT
   const common = { key, cert: self.cert, ca: config.ca, minVersion: "TLSv1.3" as const }
   return {
     identity,
-    server: { ...common, requestCert: true, rejectUnauthorized: true },
+    // A peer that connects and never completes its handshake is dropped after TLS_HANDSHAKE_TIMEOUT_MS (Node's default is 2 minutes).
+    server: { ...common, requestCert: true, rejectUnauthorized: true, handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS },
     client: (peer) => ({
       ...common,
       rejectUnauthorized: true,

@@ -79,6 +79,13 @@ export class ActorDiedError extends Schema.TaggedError<ActorDiedError>()("ActorD
   actor: Schema.String,
 }) {}
 
+/** A host's node runs as many actors as its `maxActors` (cluster config) allows: a spawn there is refused. */
+export class ActorLimitError extends Schema.TaggedError<ActorLimitError>()("ActorLimitError", {
+  message: Schema.String,
+  host: Schema.String,
+  limit: Schema.Number,
+}) {}
+
 /** A get, transfer or wait did not complete in time. */
 export class TimeoutError extends Schema.TaggedError<TimeoutError>()("TimeoutError", {
   message: Schema.String,
@@ -212,6 +219,7 @@ export type TensorlaneError =
   | NotInActorError
   | ApplicationError
   | ActorDiedError
+  | ActorLimitError
   | TimeoutError
   | TransferError
   | ProtocolError

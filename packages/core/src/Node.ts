@@ -14,15 +14,15 @@
  */
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
-import type * as net from "node:net"
 import * as os from "node:os"
-import * as tls from "node:tls"
+import type * as tls from "node:tls"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { Runners } from "effect/cluster"
 import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
-import { InvalidArgumentError } from "./Errors.js"
-import { launchActor } from "./internal/actorLaunch.js"
+import { ActorDiedError, ActorLimitError, InvalidArgumentError } from "./Errors.js"
+import { type LaunchedActor, launchActor } from "./internal/actorLaunch.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, liveHosts, runnerAddressOf, runnerLayer } from "./internal/engine.js"
+import { tlsServer } from "./internal/connection.js"
 import { FrameReader, writeFrame } from "./internal/frame.js"
 import {
   DRIVER_LEASE_MS,
@@ -49,8 +49,14 @@ export interface NodeOptions {
 /** Transport packages a node reports as installed when they resolve from where tensorlane is installed. */
 const TRANSPORT_PACKAGES = ["@tensorlane/transport-gloo", "@tensorlane/transport-nixl", "@tensorlane/transport-nccl", "@tensorlane/symmetric-mem"]
 
-/** How long a connection to a node has for its TLS handshake, then for its first message; and a renewal's, to be closed by its driver. */
+/** How long a connection to a node has for its first message once its TLS handshake is done, however slowly it trickles in. */
 const FIRST_MESSAGE_TIMEOUT_MS = 10_000
+
+/** How long a finished connection waits for its peer to close its side before it is destroyed. */
+const FINISH_GRACE_MS = 2_000
+
+/** The actors a node runs at once by default: 4 per CPU of its host (`maxActors` of the host in the cluster config sets it). */
+const ACTORS_PER_CPU = 4
 
 /** How long a runner cut off from Postgres and from every other runner keeps its drivers' actors. */
 const CUT_OFF_LIMIT_MS = 3_000
@@ -69,11 +75,13 @@ interface AdmittedDriver {
 /**
  * Ends this side of a connection and drops what the peer still sends, so that the socket closes once
  * the peer ends its side too: unread (unpiped, or never read), it would never see the peer's end and
- * would stay open, keeping the server from closing.
+ * would stay open, keeping the server from closing. A peer that keeps its side open past
+ * FINISH_GRACE_MS has the connection destroyed.
  */
 const finish = (socket: tls.TLSSocket): void => {
   socket.end()
   socket.resume()
+  setTimeout(() => socket.destroy(), FINISH_GRACE_MS).unref()
 }
 
 const installedTransports = (): Array<string> =>
@@ -96,6 +104,9 @@ const gpuCount = (): number => {
 
 export class TensorlaneNode {
   private readonly drivers = new Map<string, AdmittedDriver>()
+  /** The connections accepted and not closed: closing the node destroys those left. */
+  private readonly sockets = new Set<tls.TLSSocket>()
+  private readonly maxActors: number
   private readonly server: tls.Server
   private engine: { readonly dispose: () => Promise<void> } | undefined
   private leaseWatch: NodeJS.Timeout | undefined
@@ -106,9 +117,10 @@ export class TensorlaneNode {
     private readonly config: ClusterConfig,
     private readonly credentials: ClusterTls,
   ) {
-    this.server = tls.createServer({ ...credentials.server, handshakeTimeout: FIRST_MESSAGE_TIMEOUT_MS }, (socket) => this.accept(socket))
-    // A handshake that fails (no certificate, another CA's) only ends that connection.
-    this.server.on("tlsClientError", () => undefined)
+    this.maxActors = host.maxActors ?? ACTORS_PER_CPU * os.availableParallelism()
+    this.server = tlsServer(credentials.server, (socket) => this.accept(socket))
+    // Each actor holds one connection; as many again may be in their handshake, first message or finish.
+    this.server.maxConnections = 2 * this.maxActors
   }
 
   /** Loads the config and the host's credentials, and listens on the host's address and port. */
@@ -209,6 +221,8 @@ export class TensorlaneNode {
   }
 
   private accept(socket: tls.TLSSocket): void {
+    this.sockets.add(socket)
+    socket.once("close", () => this.sockets.delete(socket))
     let peer: string
     try {
       peer = this.credentials.peerName(socket)
@@ -222,11 +236,13 @@ export class TensorlaneNode {
       return
     }
     socket.setNoDelay(true)
-    // A connection says what it is for at once, or is dropped: none is kept open for nothing.
-    socket.setTimeout(FIRST_MESSAGE_TIMEOUT_MS, () => socket.destroy())
+    // A connection says what it is for at once, or is dropped: none is kept open for nothing, nor by
+    // a byte now and then.
+    const deadline = setTimeout(() => socket.destroy(), FIRST_MESSAGE_TIMEOUT_MS)
+    socket.once("close", () => clearTimeout(deadline))
     const reader = new FrameReader(
       (frame) => {
-        socket.setTimeout(0)
+        clearTimeout(deadline)
         socket.off("data", onData)
         let request: ToNode
         try {
@@ -271,8 +287,6 @@ export class TensorlaneNode {
     if (held) admitted.renewedAt = performance.now()
     writeFrame(socket, { _tag: "LeaseRenewal", held } satisfies LeaseRenewal)
     finish(socket)
-    // A driver cut off once it has asked does not keep the connection open here.
-    socket.setTimeout(FIRST_MESSAGE_TIMEOUT_MS, () => socket.destroy())
   }
 
   /**
@@ -303,29 +317,52 @@ export class TensorlaneNode {
       refuse(new InvalidArgumentError({ message: `${driver} is not admitted by node ${this.host.name} for cluster ${request.clusterId}`, argument: "clusterId" }))
       return
     }
-    let child: ChildProcess
+    const running = [...this.drivers.values()].reduce((n, d) => n + d.actors.size, 0)
+    if (running >= this.maxActors) {
+      refuse(
+        new ActorLimitError({
+          message: `host ${this.host.name} runs ${running} actors, its limit (maxActors ${this.maxActors}; set it per host in the cluster config): ${request.actorId} was not started`,
+          host: this.host.name,
+          limit: this.maxActors,
+        }),
+      )
+      return
+    }
+    const env = {
+      ...process.env,
+      ...request.env,
+      // The data planes of this host: gloo's pairs on its configured address, UCX's and NCCL's
+      // sockets on its configured interface only.
+      TENSORLANE_GLOO_HOST: this.host.address,
+      UCX_NET_DEVICES: this.host.interface,
+      NCCL_SOCKET_IFNAME: this.host.interface,
+      [CLUSTER_CONFIG_VARIABLE]: this.config.file,
+      [CLUSTER_MEMBER_VARIABLE]: this.host.name,
+    }
+    // A process that could not start (told after launchActor returned): the driver hears it as its actor's InitFailed.
+    const failed = (error: Error) => {
+      admitted.actors.delete(child)
+      socket.unpipe(control)
+      socket.off("close", end)
+      refuse(new ActorDiedError({ message: `actor ${request.actorId} could not be started on host ${this.host.name}: ${error.message}`, actor: request.actorId }))
+    }
+    let launched: LaunchedActor
     try {
-      child = launchActor([...request.execArgv, ...actorTypeScriptFlags(request.moduleUrl, [])], {
-        ...process.env,
-        ...request.env,
-        // The data planes of this host: gloo's pairs on its configured address, UCX's and NCCL's
-        // sockets on its configured interface only.
-        TENSORLANE_GLOO_HOST: this.host.address,
-        UCX_NET_DEVICES: this.host.interface,
-        NCCL_SOCKET_IFNAME: this.host.interface,
-        [CLUSTER_CONFIG_VARIABLE]: this.config.file,
-        [CLUSTER_MEMBER_VARIABLE]: this.host.name,
-      })
+      launched = launchActor([...request.execArgv, ...actorTypeScriptFlags(request.moduleUrl, [])], env, failed)
     } catch (error) {
       refuse(error)
       return
     }
+    const { child, control } = launched
     admitted.actors.set(child, socket)
-    const control = child.stdio[3] as net.Socket
     if (unread.byteLength > 0) control.write(unread)
     socket.pipe(control)
     control.pipe(socket)
-    const end = () => child.kill("SIGKILL")
+    // Its driver's connection closed: the actor is killed, and no longer counts against maxActors.
+    const end = () => {
+      child.kill("SIGKILL")
+      admitted.actors.delete(child)
+    }
     socket.on("close", end)
     control.on("error", () => socket.destroy())
     child.once("exit", () => {
@@ -346,6 +383,8 @@ export class TensorlaneNode {
       children.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((done) => c.once("exit", () => done())))),
       SHUTDOWN_GRACE_MS,
     )
+    // A peer that never closes its side must not keep the server from closing.
+    for (const socket of this.sockets) socket.destroy()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
     await this.engine?.dispose()
   }

@@ -144,6 +144,14 @@ export const tlsEndpoint = (address: string): TlsEndpoint | undefined => {
 /** The client options of a connection to a cluster member (the member's name is the certificate name it must present). */
 export type TlsClient = (member: string) => tls.ConnectionOptions
 
+/**
+ * A member's TLS server (`options`: its ClusterTls's `server`, with its handshake timeout). Node only
+ * reports a handshake that fails or times out (tlsClientError) and keeps its connection open: it is
+ * destroyed here.
+ */
+export const tlsServer = (options: tls.TlsOptions, onSecure: (socket: tls.TLSSocket) => void): tls.Server =>
+  tls.createServer(options, onSecure).on("tlsClientError", (_error, socket) => socket.destroy())
+
 /** Opens a socket to `address`: a Unix socket path, or a `tls://` address under the TLS options `tlsClient` gives. */
 export const openSocket = (address: string, tlsClient: TlsClient | undefined, onread?: net.OnReadOpts): { socket: net.Socket; ready: string } => {
   const endpoint = tlsEndpoint(address)

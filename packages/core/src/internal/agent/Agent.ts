@@ -6,11 +6,10 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
-import * as tls from "node:tls"
 import { loadClusterConfig, tlsOptionsFor } from "../../ClusterConfig.js"
 import { MissingGroupError, ObjectFreedError, UnsupportedOperationError } from "../../Errors.js"
 import type { PromiseTransport, ReduceOp, TransportObject } from "../../Transport.js"
-import { Connection, decoded, tlsAddress, tlsEndpoint } from "../connection.js"
+import { Connection, decoded, tlsAddress, tlsEndpoint, tlsServer } from "../connection.js"
 import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type ObjectInfo, decodeAgentRequest } from "../messages.js"
 import { PendingTransfers, transferLabel } from "../pendingTransfers.js"
 import { pidExists, statFields } from "../processes.js"
@@ -131,7 +130,7 @@ export class Agent {
       await this.listen(this.options.address)
       this.address = this.options.address
     } else {
-      this.server = tls.createServer(credentials.server, (socket) => {
+      this.server = tlsServer(credentials.server, (socket) => {
         // The handshake checked the peer's certificate against the cluster's CA; it must also name a member.
         try {
           credentials.peerName(socket)

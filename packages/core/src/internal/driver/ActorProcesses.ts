@@ -3,6 +3,7 @@
  * one time limit), their handles, the control connection to each and the requests the driver makes
  * over it, and their end (an exit, a closed connection, `cluster.kill`, shutdown).
  */
+import { EventEmitter } from "node:events"
 import type { Socket } from "node:net"
 import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefinition, methodOf } from "../../Actor.js"
 import { ActorDiedError, ClusterClosedError, CrossHostError, InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
@@ -65,13 +66,17 @@ export type ProcessLauncher = (start: {
 
 /** Starts actors as children of this process. */
 export const localLauncher: ProcessLauncher = ({ flags, env }) => {
-  const child = launchActor(flags, { ...process.env, ...env })
+  // A process that could not start never exits: its failure ends it.
+  const ends = new EventEmitter<{ end: [how: string] }>()
+  const { child, control } = launchActor(flags, { ...process.env, ...env }, (error) => ends.emit("end", `: its process could not be started (${error.message})`))
+  child.once("exit", (code, signal) => ends.emit("end", ` (exit code ${code}, signal ${signal})`))
   return {
-    control: child.stdio[3] as Socket,
+    control,
     host: undefined,
     kill: () => child.kill("SIGKILL"),
+    // A process that could not start has a negative exit code.
     ended: () => child.exitCode !== null || child.signalCode !== null,
-    onExit: (listener) => child.once("exit", (code, signal) => listener(` (exit code ${code}, signal ${signal})`)),
+    onExit: (listener) => ends.once("end", listener),
   }
 }
 

@@ -1,0 +1,132 @@
+/**
+ * What a node bounds: the actors it runs (its host's maxActors), what a spawn it cannot start costs
+ * (the spawn fails, the node lives on), how long a connection may take for its handshake and its
+ * first message, and how long a connection that its peer never closes keeps the node from stopping.
+ */
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as path from "node:path"
+import * as tls from "node:tls"
+import { ActorDiedError, ActorLimitError, type Cluster, start, tlsOptionsFor } from "@tensorlane/core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { encodeFrame } from "../../packages/core/src/internal/frame.ts"
+import { HostWorker } from "../fixtures/hostActors.ts"
+import { rejection } from "../helpers.ts"
+import { type Harness, harnessUnavailable, startHosts } from "./harness.ts"
+import { HOST_TRANSPORTS, type RunningNode, startNode, stopNode } from "./nodes.ts"
+
+const unavailable = harnessUnavailable()
+if (unavailable !== undefined) console.warn(`skipping the multi-host tests of a node's bounds: ${unavailable}`)
+
+const MAX_ACTORS = 2
+const NODE_PORT = 7400
+
+/** Resolves with the ms from now until `socket` closes (its peer's doing: this side never ends it). */
+const closesAfter = (socket: net.Socket): Promise<number> => {
+  const from = Date.now()
+  socket.on("error", () => undefined)
+  return new Promise((resolve) => socket.once("close", () => resolve(Date.now() - from)))
+}
+
+describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
+  let env: Harness
+  let node: RunningNode
+  let cluster: Cluster
+  let host: string
+  let driverTls: tls.ConnectionOptions
+
+  /** A connection to h1's node under the driver's certificate, open once its handshake is done; it never ends its side. */
+  const connect = (): Promise<tls.TLSSocket> =>
+    new Promise((resolve, reject) => {
+      // allowHalfOpen: tls.connect passes it on to its socket, though its type does not say so.
+      const socket = tls.connect({ ...driverTls, host, port: NODE_PORT, allowHalfOpen: true } as tls.ConnectionOptions)
+      socket.once("secureConnect", () => resolve(socket))
+      socket.once("error", reject)
+    })
+
+  beforeAll(async () => {
+    env = await startHosts({ hosts: 1 })
+    host = env.hosts[0]!.address
+    // Beside the harness's config, so that its relative paths name the same files.
+    const limited = path.join(path.dirname(env.clusterFile), "limited.json")
+    const file = JSON.parse(fs.readFileSync(env.clusterFile, "utf8")) as { hosts: Array<Record<string, unknown>> }
+    file.hosts[0]!.maxActors = MAX_ACTORS
+    fs.writeFileSync(limited, JSON.stringify(file))
+    driverTls = tlsOptionsFor(env.config, env.config.drivers[0]!.name).client("h1")
+    node = await startNode(env, "h1", limited)
+    cluster = await start({ cluster: limited, transports: HOST_TRANSPORTS })
+  }, 120_000)
+  afterAll(async () => {
+    await cluster?.shutdown()
+    if (node !== undefined) await stopNode(node)
+    await env?.teardown()
+  }, 60_000)
+
+  it("a spawn past the host's maxActors fails with ActorLimitError naming the host and its limit; once one ends, a spawn fits again", async () => {
+    const actors = await cluster.spawn(HostWorker, { count: MAX_ACTORS, host: "h1" })
+    const error = await rejection(cluster.spawn(HostWorker, { host: "h1" }))
+    expect(error).toBeInstanceOf(ActorLimitError)
+    expect(error).toMatchObject({ host: "h1", limit: MAX_ACTORS })
+    await cluster.kill(actors[0]!)
+    const [again] = await cluster.spawn(HostWorker, { host: "h1" })
+    expect((await cluster.get(again!.where())).pid).toBeGreaterThan(0)
+    for (const a of [actors[1]!, again!]) await cluster.kill(a)
+  })
+
+  it("an actor process the node cannot start (its launcher not found) fails the spawn with ActorDiedError; the node lives on and spawns", async () => {
+    // The launcher (setpriv, or Node itself) is looked up on the actor's PATH.
+    const error = await rejection(cluster.spawn(HostWorker, { host: "h1", env: { PATH: "/nonexistent" } }))
+    expect(error).toBeInstanceOf(ActorDiedError)
+    expect((error as ActorDiedError).message).toMatch(/could not be started on host h1: spawn \S+ ENOENT/)
+    expect(node.child.exitCode).toBeNull()
+    const [actor] = await cluster.spawn(HostWorker, { host: "h1" })
+    expect((await cluster.get(actor!.where())).pid).toBeGreaterThan(0)
+    await cluster.kill(actor!)
+  })
+
+  it("a first message trickled in a byte a second is cut at its 10 s deadline", async () => {
+    const socket = await connect()
+    const closed = closesAfter(socket)
+    const frame = Buffer.concat(encodeFrame({ _tag: "Spawn", clusterId: "x".repeat(64), actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} }))
+    let sent = 0
+    const trickle = setInterval(() => socket.write(frame.subarray(sent, ++sent)), 1_000)
+    const ms = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(() => resolve(Number.POSITIVE_INFINITY), 20_000))])
+    clearInterval(trickle)
+    socket.destroy()
+    expect(ms).toBeGreaterThanOrEqual(9_000)
+    expect(ms).toBeLessThan(13_000)
+  }, 30_000)
+
+  it("a peer that never starts its TLS handshake is dropped within 10 s by the node, its runner and an actor's agent", async () => {
+    const [actor] = await cluster.spawn(HostWorker, { host: "h1" })
+    const listening = await env.run("h1", ["ss", "-Hltn"])
+    const ports = [...listening.stdout.matchAll(/\s(\d+\.\d+\.\d+\.\d+):(\d+)\s/g)].map((m) => Number(m[2]))
+    expect(ports).toContain(NODE_PORT + 1)
+    expect(ports.length).toBeGreaterThan(2)
+    const waits = await Promise.all(
+      ports.map(async (port) => {
+        const socket = net.connect({ host, port })
+        await new Promise((resolve) => socket.once("connect", resolve))
+        const ms = await Promise.race([closesAfter(socket), new Promise<number>((resolve) => setTimeout(() => resolve(Number.POSITIVE_INFINITY), 20_000))])
+        socket.destroy()
+        return ms
+      }),
+    )
+    for (const ms of waits) expect(ms).toBeLessThan(12_000)
+    await cluster.kill(actor!)
+  }, 30_000)
+
+  // Last: the node stops.
+  it("a node stopped with SIGTERM exits at once although a driver keeps a connection open that the node has ended", async () => {
+    const socket = await connect()
+    const answered = new Promise((resolve) => socket.once("data", resolve))
+    // A spawn of a cluster that no node admitted: the node answers it and ends its side.
+    socket.write(Buffer.concat(encodeFrame({ _tag: "Spawn", clusterId: "unadmitted", actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} })))
+    await answered
+    socket.on("error", () => undefined)
+    const from = Date.now()
+    await stopNode(node)
+    expect(Date.now() - from).toBeLessThan(5_000)
+    socket.destroy()
+  }, 30_000)
+})
