@@ -6,6 +6,7 @@
  * placements fail after their timeout, and all recovers once it is back.
  */
 import { spawn } from "node:child_process"
+import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { ActorDiedError, ObjectLostError, TimeoutError } from "@tensorlane/core"
 import { describe, expect, it } from "vitest"
@@ -19,9 +20,23 @@ const unavailable = harnessUnavailable()
 if (unavailable !== undefined) console.warn(`skipping the multi-host failure tests: ${unavailable}`)
 
 const ABANDONED_DRIVER = fileURLToPath(new URL("fixtures/abandonedDriver.ts", import.meta.url))
+const BLOCKED_DRIVER = fileURLToPath(new URL("fixtures/blockedDriver.ts", import.meta.url))
 const N = 1 << 16
 /** How long a node keeps a driver's actors without a renewal of its lease (docs/failures-and-timeouts.md). */
 const DRIVER_LEASE_MS = 6_000
+
+/** A driver fixture in a child process: each `line()` is the next JSON line it prints; `closed`, its exit code once its output is closed. */
+const startDriver = (fixture: string, args: ReadonlyArray<string>) => {
+  const driver = spawn(process.execPath, ["--import", "tsx", fixture, ...args], { stdio: ["ignore", "pipe", "inherit"] })
+  const lines = createInterface({ input: driver.stdout! })[Symbol.asyncIterator]()
+  const closed = new Promise<number | null>((resolve) => driver.once("close", resolve))
+  const line = async (): Promise<unknown> => {
+    const next = await lines.next()
+    if (next.done === true) throw new Error(`the driver exited (${await closed}) before it printed what the test waits for`)
+    return JSON.parse(next.value)
+  }
+  return { driver, line, closed }
+}
 
 /** Milliseconds until `promise` rejects, and its error. */
 const timedRejection = async (promise: Promise<unknown>): Promise<{ ms: number; error: unknown }> => {
@@ -97,22 +112,28 @@ describe.skipIf(unavailable !== undefined)("failures of a cluster across 3 hosts
   })
 
   it("a driver that dies: every node ends its actors within 10 s", async () => {
-    const driver = spawn(process.execPath, ["--import", "tsx", ABANDONED_DRIVER, hosts.env.clusterFile, "h1", "h3"], { stdio: ["ignore", "pipe", "inherit"] })
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = ""
-      driver.stdout!.on("data", (chunk: Buffer) => {
-        out += chunk.toString()
-        if (out.includes("\n")) resolve(out.split("\n")[0]!)
-      })
-      driver.once("exit", (code) => reject(new Error(`the driver exited (${code}) before its actors started`)))
-    })
-    const { pids } = JSON.parse(line) as { pids: Array<number> }
+    const { driver, line } = startDriver(ABANDONED_DRIVER, [hosts.env.clusterFile, "h1", "h3"])
+    const { pids } = (await line()) as { pids: Array<number> }
     expect(pids.every(alive)).toBe(true)
     const t0 = Date.now()
     driver.kill("SIGKILL")
     while (pids.some(alive) && Date.now() - t0 < 15_000) await sleep(100)
     expect(pids.filter(alive)).toEqual([])
     expect(Date.now() - t0).toBeLessThan(10_000)
+  })
+
+  it("a driver whose main thread blocks for longer than its lease: its actors live on and answer its calls, and end when it shuts down", async () => {
+    const { driver, line, closed } = startDriver(BLOCKED_DRIVER, [hosts.env.clusterFile, String(DRIVER_LEASE_MS + 3_000), "h1", "h3"])
+    try {
+      const { pids } = (await line()) as { pids: Array<number> }
+      expect(await line()).toEqual({ pids })
+      expect(await closed).toBe(0)
+      const t0 = Date.now()
+      while (pids.some(alive) && Date.now() - t0 < 10_000) await sleep(100)
+      expect(pids.filter(alive)).toEqual([])
+    } finally {
+      driver.kill("SIGKILL")
+    }
   })
 
   it("a driver cut off but alive: every node ends its actors within 10 s; back, its calls to them fail with ActorDiedError naming their hosts, and it spawns again", async () => {
