@@ -2,18 +2,21 @@
  * The driver's side of a cluster across hosts, on Effect's cluster engine (../engine.ts): the live
  * hosts are the runners its storage holds; a host that leaves them (dead, or cut off) has its actors
  * failed; placement admits this driver on each host through the host's entity, routed by the engine;
- * the driver renews each admission, a lease, on the host's node; and an actor starts through its
- * host's node.
+ * the driver's lease worker (Leases.ts) renews each admission, a lease, on the host's node; and an
+ * actor starts through its host's node.
  */
+import { fileURLToPath } from "node:url"
+import { Worker } from "node:worker_threads"
 import { Effect, type Layer, ManagedRuntime } from "effect"
 import type { ClusterConfig, ClusterHost, ClusterTls } from "../../ClusterConfig.js"
 import { InvalidArgumentError, TimeoutError } from "../../Errors.js"
 import { describe } from "../arguments.js"
-import { Connection, decoded, openSocket, tlsAddress } from "../connection.js"
+import { openSocket } from "../connection.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, SHARD_LOCK_EXPIRATION_MS, clientLayer, liveHosts } from "../engine.js"
 import { writeFrame } from "../frame.js"
-import { DRIVER_LEASE_MS, type HostInfo, LEASE_RENEW_MS, type ToNode, decodeLeaseRenewal } from "../messages.js"
+import type { HostInfo, ToNode } from "../messages.js"
 import type { ActorProcess, ProcessLauncher, SpawnOptions } from "./ActorProcesses.js"
+import { type LeaseCommand, type LeaseEvent, type LeaseWorkerData, nodeAddress } from "./Leases.js"
 
 /**
  * How long a placement, or a host's Describe, waits for the engine: the engine retries a message it
@@ -24,22 +27,13 @@ const PLACEMENT_TIMEOUT_MS = 5_000
 /** How often the driver reads the storage's runners. */
 const MEMBERSHIP_POLL_MS = 500
 
-/** A LeaseRenewal is a tag and a boolean. */
-const MAX_RENEWAL_BYTES = 256
-
-const nodeAddress = (host: ClusterHost): string => tlsAddress({ member: host.name, host: host.address, port: host.port })
-
-/** This driver's admission on a host's node: when the node last granted or renewed it, as far as the driver knows. */
-interface Lease {
-  heldAt: number
-  renewing: boolean
-}
-
 export class Hosts {
   private engine: ManagedRuntime.ManagedRuntime<Layer.Success<ReturnType<typeof clientLayer>>, unknown>
-  /** By host name; a placement replaces a host's lease, so that a renewal answered for the one before changes nothing. */
-  private readonly leases = new Map<string, Lease>()
-  private readonly renewals: NodeJS.Timeout
+  /** Renews this driver's leases, whatever its main thread does. */
+  private readonly leaseWorker: Worker
+  /** The latest placement on each host whose lease the worker holds: a loss reported for an earlier one changes nothing. */
+  private readonly leases = new Map<string, number>()
+  private placements = 0
   private closed = false
 
   constructor(
@@ -51,44 +45,22 @@ export class Hosts {
     private readonly lost: (host: string, reason: string) => void,
   ) {
     this.engine = this.join()
-    this.renewals = setInterval(() => this.renewLeases(), LEASE_RENEW_MS)
-    this.renewals.unref()
-  }
-
-  /**
-   * Renews every lease this driver holds (one renewal at a time per host; a failed one is let be:
-   * the node decides), and fails the actors of a host whose lease the node no longer holds, or
-   * which has not been renewed for DRIVER_LEASE_MS: its node has ended them.
-   */
-  private renewLeases(): void {
-    const now = performance.now()
-    for (const [name, lease] of [...this.leases]) {
-      if (now - lease.heldAt >= DRIVER_LEASE_MS) {
-        this.leaseLost(name, `this driver's lease on node ${name} was not renewed for ${DRIVER_LEASE_MS} ms: the node ends this driver's actors there`)
-      } else if (!lease.renewing) {
-        this.renew(name, lease)
-      }
-    }
-  }
-
-  private renew(name: string, lease: Lease): void {
-    lease.renewing = true
-    const timeout = setTimeout(() => connection.close(), LEASE_RENEW_MS)
-    const connection = new Connection(openSocket(nodeAddress(this.host(name, "host")), this.credentials.client).socket, {
-      onFrame: decoded(decodeLeaseRenewal, (renewal, _frame, c) => {
-        c.close()
-        if (this.leases.get(name) !== lease) return
-        if (renewal.held) lease.heldAt = performance.now()
-        else this.leaseLost(name, `node ${name} no longer holds this driver's lease: it ran out, or the node restarted`)
-      }),
-      onClose: () => {
-        clearTimeout(timeout)
-        lease.renewing = false
-      },
-      maxBodyBytes: 0,
-      maxHeaderBytes: MAX_RENEWAL_BYTES,
+    this.leaseWorker = new Worker(fileURLToPath(new URL("./lease-main.js", import.meta.url)), {
+      workerData: { config: config.file, driver: credentials.identity, clusterId } satisfies LeaseWorkerData,
     })
-    connection.send({ _tag: "Renew", clusterId: this.clusterId } satisfies ToNode)
+    // The driver's process ends when its own work does: the leases die with it.
+    this.leaseWorker.unref()
+    this.leaseWorker.on("message", (event: LeaseEvent) => {
+      if (this.leases.get(event.lost) === event.placement) this.leaseLost(event.lost, event.reason)
+    })
+    this.leaseWorker.on("error", (error) => this.workerEnded(`failed: ${error.message}`))
+    this.leaseWorker.on("exit", (code) => this.workerEnded(`exited (code ${code})`))
+  }
+
+  /** Nothing renews the leases any more: every node ends this driver's actors within DRIVER_LEASE_MS. */
+  private workerEnded(how: string): void {
+    if (this.closed) return
+    for (const name of [...this.leases.keys()]) this.leaseLost(name, `this driver's lease worker ${how}: its leases are no longer renewed`)
   }
 
   private leaseLost(name: string, reason: string): void {
@@ -205,7 +177,11 @@ export class Hosts {
       options.host !== undefined ? [this.host(options.host, "host").name] : (options.hosts ?? this.config.hosts.map((h) => h.name)).map((n) => this.host(n, "hosts").name)
     const distinct = [...new Set(names)]
     await this.run(`place actors on ${distinct.join(", ")}`, this.admit(distinct))
-    for (const name of distinct) this.leases.set(name, { heldAt: performance.now(), renewing: false })
+    for (const name of distinct) {
+      const placement = ++this.placements
+      this.leases.set(name, placement)
+      this.leaseWorker.postMessage({ hold: name, placement } satisfies LeaseCommand)
+    }
     return Array.from({ length: count }, (_, i) => names[i % names.length]!)
   }
 
@@ -235,8 +211,8 @@ export class Hosts {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    clearInterval(this.renewals)
     this.leases.clear()
+    await this.leaseWorker.terminate()
     const { config, clusterId } = this
     const kill = Effect.gen(function* () {
       const client = yield* NodeEntity.client
