@@ -29,8 +29,8 @@ const MEMBERSHIP_POLL_MS = 500
 
 export class Hosts {
   private engine: ManagedRuntime.ManagedRuntime<Layer.Success<ReturnType<typeof clientLayer>>, unknown>
-  /** Renews this driver's leases, whatever its main thread does. */
-  private readonly leaseWorker: Worker
+  /** Renews this driver's leases, whatever its main thread does; undefined once it ended (the next placement starts another). */
+  private leaseWorker: Worker | undefined
   /** The latest placement on each host whose lease the worker holds: a loss reported for an earlier one changes nothing. */
   private readonly leases = new Map<string, number>()
   private placements = 0
@@ -45,21 +45,27 @@ export class Hosts {
     private readonly lost: (host: string, reason: string) => void,
   ) {
     this.engine = this.join()
-    this.leaseWorker = new Worker(fileURLToPath(new URL("./lease-main.js", import.meta.url)), {
-      workerData: { config: config.file, driver: credentials.identity, clusterId } satisfies LeaseWorkerData,
+    this.leaseWorker = this.startLeaseWorker()
+  }
+
+  private startLeaseWorker(): Worker {
+    const worker = new Worker(fileURLToPath(new URL("./lease-main.js", import.meta.url)), {
+      workerData: { config: this.config.file, driver: this.credentials.identity, clusterId: this.clusterId } satisfies LeaseWorkerData,
     })
     // The driver's process ends when its own work does: the leases die with it.
-    this.leaseWorker.unref()
-    this.leaseWorker.on("message", (event: LeaseEvent) => {
+    worker.unref()
+    worker.on("message", (event: LeaseEvent) => {
       if (this.leases.get(event.lost) === event.placement) this.leaseLost(event.lost, event.reason)
     })
-    this.leaseWorker.on("error", (error) => this.workerEnded(`failed: ${error.message}`))
-    this.leaseWorker.on("exit", (code) => this.workerEnded(`exited (code ${code})`))
+    worker.on("error", (error) => this.workerEnded(worker, `failed: ${error.message}`))
+    worker.on("exit", (code) => this.workerEnded(worker, `exited (code ${code})`))
+    return worker
   }
 
   /** Nothing renews the leases any more: every node ends this driver's actors within DRIVER_LEASE_MS. */
-  private workerEnded(how: string): void {
-    if (this.closed) return
+  private workerEnded(worker: Worker, how: string): void {
+    if (this.closed || worker !== this.leaseWorker) return
+    this.leaseWorker = undefined
     for (const name of [...this.leases.keys()]) this.leaseLost(name, `this driver's lease worker ${how}: its leases are no longer renewed`)
   }
 
@@ -177,6 +183,7 @@ export class Hosts {
       options.host !== undefined ? [this.host(options.host, "host").name] : (options.hosts ?? this.config.hosts.map((h) => h.name)).map((n) => this.host(n, "hosts").name)
     const distinct = [...new Set(names)]
     await this.run(`place actors on ${distinct.join(", ")}`, this.admit(distinct))
+    this.leaseWorker ??= this.startLeaseWorker()
     for (const name of distinct) {
       const placement = ++this.placements
       this.leases.set(name, placement)
@@ -212,7 +219,7 @@ export class Hosts {
     if (this.closed) return
     this.closed = true
     this.leases.clear()
-    await this.leaseWorker.terminate()
+    await this.leaseWorker?.terminate()
     const { config, clusterId } = this
     const kill = Effect.gen(function* () {
       const client = yield* NodeEntity.client
