@@ -9,7 +9,7 @@ import { randomBytes, webcrypto } from "node:crypto"
 import * as fs from "node:fs"
 import { isIP } from "node:net"
 import * as path from "node:path"
-import { type ClusterConfig, ClusterConfigFile, clusterConfigConflict, loadClusterConfig } from "@tensorlane/core"
+import { type ClusterConfig, ClusterConfigFile, MEMBER_KEY_USAGES, clusterConfigConflict, loadClusterConfig } from "@tensorlane/core"
 import * as x509 from "@peculiar/x509"
 import * as Schema from "effect/Schema"
 import { UsageError } from "./Errors.js"
@@ -49,8 +49,6 @@ interface Issued {
   readonly key: string
 }
 
-/** What a member's certificate is for: every member serves and connects. */
-const MEMBER_USAGES = [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]
 /** The Postgres server's certificate serves only: its key, which the Postgres server holds, cannot log in to a member. */
 const SERVER_USAGES = [x509.ExtendedKeyUsage.serverAuth]
 
@@ -139,8 +137,8 @@ export const initCluster = async (options: ClusterInitOptions): Promise<ClusterC
     files.set(`${relative}.key`, { text: issued.key, secret: true })
   }
   put("ca", { cert: caCert.toString("pem"), key: await keyPem(caKeys) })
-  for (const host of options.hosts) put(`hosts/${host.name}`, await issue(ca, subjectOf(host.name, options.name), [host.name, host.address], MEMBER_USAGES, validity))
-  for (const driver of options.drivers) put(`drivers/${driver}`, await issue(ca, subjectOf(driver, options.name), [driver], MEMBER_USAGES, validity))
+  for (const host of options.hosts) put(`hosts/${host.name}`, await issue(ca, subjectOf(host.name, options.name), [host.name, host.address], MEMBER_KEY_USAGES, validity))
+  for (const driver of options.drivers) put(`drivers/${driver}`, await issue(ca, subjectOf(driver, options.name), [driver], MEMBER_KEY_USAGES, validity))
   put("postgres/server", await issue(ca, subjectOf(options.postgres.host, options.name), [options.postgres.host], SERVER_USAGES, validity))
   files.set("postgres/password", { text: `${randomBytes(24).toString("base64url")}\n`, secret: true })
   files.set("cluster.json", { text: `${JSON.stringify(file, null, 2)}\n`, secret: false })

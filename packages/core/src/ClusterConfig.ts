@@ -190,7 +190,7 @@ const checkDates = (cert: X509Certificate, file: string, identity: string, now: 
  * node, its runner, an agent) and connects. TLS servers refuse a client certificate without
  * clientAuth, so the Postgres server's certificate (serverAuth only) cannot pass for a member.
  */
-const MEMBER_USAGES = ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"]
+export const MEMBER_KEY_USAGES: ReadonlyArray<string> = ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"]
 
 /** Checks that `cert` was issued by the cluster's CA, is within its dates, serves and connects, and names `identity` (and `address` for a host). */
 const checkMember = (cert: X509Certificate, ca: X509Certificate, file: string, identity: string, now: Date, address?: string): void => {
@@ -199,7 +199,7 @@ const checkMember = (cert: X509Certificate, ca: X509Certificate, file: string, i
   }
   checkDates(cert, file, identity, now)
   const usages = cert.keyUsage ?? []
-  if (!MEMBER_USAGES.every((usage) => usages.includes(usage))) {
+  if (!MEMBER_KEY_USAGES.every((usage) => usages.includes(usage))) {
     throw new CertificateError({
       message: `the certificate ${file} of ${identity} is not for both TLS servers and clients (its extended key usages: ${usages.join(", ") || "none"})`,
       path: file,

@@ -51,6 +51,7 @@ export {
   ClusterConfigFile,
   ClusterDriverEntry,
   ClusterHostEntry,
+  MEMBER_KEY_USAGES,
   clusterConfigConflict,
   loadClusterConfig,
   tlsOptionsFor,
