@@ -25,7 +25,7 @@ const PROGRAMS: ReadonlyArray<readonly [string, RegExp]> = [
   ["cpu-pool.ts", /^pool: 786432 of 1048576 bytes used, b\.sum\(\) = 65536\nOutOfMemoryError: .*capacity 1048576 bytes.*\nafter freeing a: 262144 bytes used$/m],
   ["effect-pool.ts", /^activations: 262144 bytes used, sum 65536$/m],
   ["nixl-pool.ts", /^registered: true, 4194304 bytes used, sum 2097152\nafter close: registered false$/m],
-  ["registration.ts", /^pinned: 1 reference\nshard sum: 1024\nregistrations of the owner: 1\nafter unpinning: 1 reference \(the shard's object\)\nupdated sum: 524288$/m],
+  ["registration.ts", /^pinned: 1 reference\nshard sum: 32768\nregistrations of the owner: 1\nafter unpinning: 1 reference \(the shard's object\)\nupdated sum: 524288$/m],
   ["failures.ts", /^ApplicationError \(RangeError in Worker-0\.fail\): .*no such shard\nTimeoutError after 100 ms\nActorDiedError: Worker-1\na still answers: 4$/m],
   ["symmetric-heap.ts", /^shapes: \[\[1,4\],\[2,4\],\[3,4\]\]\nsums: 12, 8, 24$/m],
   ["status.ts", /^gloo \S+ from \S*libgloo\S*\nnixl from \S+libnixl_capi\.so$/m],

@@ -181,7 +181,7 @@ describe("progress and failures", () => {
 
   it("a call whose first argument cannot be received still takes in the others: no producer is left sending to it", async () => {
     const pair = await cluster.createCollectiveGroup([third, receiver], { backend: "gloo" })
-    const lost = third.makeLater(16 * 1024, 300)
+    const lost = third.makeLater(256 * 1024, 300)
     const kept = sender.make(1 << 20)
     const call = receiver.echo([lost, kept])
     // The call is sent once `lost` exists, with a route through a group that is gone by then.

@@ -129,6 +129,10 @@ describe("every dtype, nested in objects, arrays and Maps", () => {
     const into = await cluster.get(ref, { target })
     expect(into.first).toBe(target[0])
     check(into, expected)
+    // A strided view would take the bytes in one run, onto the wrong elements: refused, and left as it was.
+    const strided = tensorsOf(expected).map(([, t]) => Tensor.zeros([...t.shape.slice(0, -1), t.shape.at(-1)! * 2], { dtype: t.dtype }).slice(t.shape.length - 1, 0, t.shape.at(-1)! * 2, 2))
+    expect(tagOf(await rejection(cluster.get(ref, { target: strided })))).toBe("ShapeError")
+    expect(strided.every((t) => t.contiguousBytes().every((b) => b === 0))).toBe(true)
     ref.release()
   })
 

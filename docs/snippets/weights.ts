@@ -14,7 +14,7 @@ export const Weights = defineActor(import.meta.url, "Weights", {
       deregisterNixlMemory(state.weights)
       return nixlRegistrationRefs(state.weights)
     },
-    shard: method({ tensorTransport: "nixl" }, (state: { weights: Tensor }, i: number) => state.weights.slice(0, i * 1024, (i + 1) * 1024)),
+    shard: method({ tensorTransport: "nixl" }, (state: { weights: Tensor }, i: number) => state.weights.slice(0, i * 32768, (i + 1) * 32768)),
     // Writes the weights in place only once no object still uses their memory.
     update: async (state, value: number) => {
       await waitTensorFreed(state.weights, { timeoutMs: 10_000 })

@@ -76,6 +76,14 @@ export interface TransportCapabilities {
    * between two hosts fails with CrossHostError before the transport is called.
    */
   readonly sameHost?: boolean
+  /**
+   * A value whose tensors are all in host memory and hold 64 KiB or less together skips the transport:
+   * a copy travels inside the producer's result (or put) message to the owner, and on to consumers
+   * inside their calls, as object-store's small values do. For transports whose transfer costs thread
+   * wake-ups and messages of its own on both sides, more than such a copy; the value then stays
+   * readable after its producer dies.
+   */
+  readonly inlinesSmallValues?: boolean
 }
 
 /** Part of every request whose buffers a transport writes. */

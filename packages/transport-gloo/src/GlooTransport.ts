@@ -164,7 +164,7 @@ export const gloo = defineTransport({
   // Groups are published natively, so a main thread receives through the agent's group itself.
   // Slots derive from the object id: a receive takes its own object's send, whatever their order.
   // A failed operation's buffers that stay posted are free again once their pair closes (`retired`).
-  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true, matchesByObject: true, tracksBuffers: true },
+  capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, anyThread: true, matchesByObject: true, tracksBuffers: true, inlinesSmallValues: true },
 
   createGroup: async (setup) => {
     if (groups.has(setup.name)) {

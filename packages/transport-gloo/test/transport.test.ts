@@ -56,7 +56,7 @@ afterEach(async () => {
 })
 
 describe("gloo transport", () => {
-  it("declares itself two-sided, grouped, abortable, cpu-only, matched by object, and registers nothing", () => {
+  it("declares itself two-sided, grouped, abortable, cpu-only, matched by object, inlining small values, and registers nothing", () => {
     expect(gloo.name).toBe("gloo")
     expect(gloo.capabilities).toEqual({
       oneSided: false,
@@ -67,6 +67,7 @@ describe("gloo transport", () => {
       anyThread: true,
       matchesByObject: true,
       tracksBuffers: true,
+      inlinesSmallValues: true,
     })
     expect(gloo.inspect!()).toEqual({ registrations: [] })
     const status = glooStatus()

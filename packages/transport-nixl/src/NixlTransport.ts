@@ -39,7 +39,7 @@ export const nixl = defineTransport({
   name: TRANSPORT,
   // Regions, their reference counts and the NIXL agent live in the addon, one per process. A fetch
   // settles only once NIXL no longer touches its destinations, aborted or not.
-  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu", "cuda"], receiveIntoBuffers: true, anyThread: true, tracksBuffers: true },
+  capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu", "cuda"], receiveIntoBuffers: true, anyThread: true, tracksBuffers: true, inlinesSmallValues: true },
 
   extractMetadata: ({ objectId, tensors }) => {
     if (tensors.length === 0) return undefined

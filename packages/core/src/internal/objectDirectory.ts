@@ -12,6 +12,8 @@ export interface Entry {
   /** Actor id of the producer, or "driver". */
   readonly producer: string
   readonly transport: string
+  /** The producer's method that makes it (absent for puts). */
+  readonly method?: string
   state: "pending" | "ready" | "failed"
   info: ObjectInfo | undefined
   error: Error | undefined
@@ -34,10 +36,11 @@ export class ObjectDirectory {
     private readonly onReady: (entry: Entry) => void = () => {},
   ) {}
 
-  create(id: string, producer: string, transport: string): Entry {
+  create(id: string, producer: string, transport: string, method?: string): Entry {
     const entry: Entry = {
       id,
       producer,
+      ...(method !== undefined ? { method } : {}),
       transport,
       state: "pending",
       info: undefined,

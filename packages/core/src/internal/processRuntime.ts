@@ -24,7 +24,7 @@ import { settledWithin } from "./waits.js"
 import { toWireTensor } from "./wireTensor.js"
 import { checkTimeout, describe } from "./arguments.js"
 
-/** Object-store values up to this many tensor bytes travel inside the owner's messages. */
+/** Values up to this many tensor bytes in host memory travel inside the owner's messages (`inlinesSmallValues`). */
 const INLINE_LIMIT = 64 * 1024
 
 /** How long shutdown waits: for an actor to exit, and in every process for the releases under way. */
@@ -125,10 +125,10 @@ export class ProcessRuntime {
 
   /**
    * Stores a value produced here under `objectId` and describes it for the owner. The store keeps the
-   * very tensors (objects are mutable and shared by reference, whatever the transport); small
-   * object-store values also travel inline, as a copy taken now, for other consumers. A `put` value's
-   * refs must be live refs of this cluster; a method's result may name refs the method released on
-   * its way out (the owner hears of the result before the release).
+   * very tensors (objects are mutable and shared by reference, whatever the transport); small values
+   * in host memory of transports that inline them also travel inline, as a copy taken now, for other
+   * consumers. A `put` value's refs must be live refs of this cluster; a method's result may name refs
+   * the method released on its way out (the owner hears of the result before the release).
    */
   async produce(objectId: string, value: unknown, transportName: string, role: "result" | "put"): Promise<ObjectInfo> {
     const transport = this.transport(transportName)
@@ -157,7 +157,7 @@ export class ProcessRuntime {
       refs: refs.map((r) => r.id),
     }
     if (tensors.length === 0) return checkDescribed(base)
-    if (transportName === objectStoreName) {
+    if (transport.capabilities.inlinesSmallValues === true && tensors.every((t) => t.device === "cpu")) {
       const total = tensors.reduce((n, t) => n + t.nbytes, 0)
       if (total <= INLINE_LIMIT) {
         const info = checkDescribed({ ...base, inline: concatBytes(tensors, total) })
@@ -331,17 +331,18 @@ export class ProcessRuntime {
       return { value: pinned.value, received: true, tensors: pinned.tensors, stat: undefined }
     }
     if (options.target !== undefined) checkReceived(metas, options.target)
-    if (info.inline !== undefined) {
-      const into = tensorsFromBytes(metas, info.inline, `object ${info.objectId}`, options.target)
-      return { value: build(into), received: true, tensors: into, stat: undefined }
-    }
     if (metas.length === 0) return { value: build([]), received: false, tensors: [], stat: undefined }
     const transport = this.transport(info.transport)
     const via = options.useObjectStore ? objectStoreName : info.transport
+    // Whether its bytes happen to travel inline or not, a two-sided object reaches members of its group only.
     if (!options.useObjectStore && !transport.capabilities.oneSided && info.route === undefined) {
       throw new UnsupportedOperationError({
         message: `get of an object on the two-sided transport "${info.transport}" needs { useObjectStore: true } (a copy through the control plane): only members of its collective group can receive it over ${info.transport}`,
       })
+    }
+    if (info.inline !== undefined) {
+      const into = tensorsFromBytes(metas, info.inline, `object ${info.objectId}`, options.target)
+      return { value: build(into), received: true, tensors: into, stat: undefined }
     }
     if (options.target !== undefined && !this.transport(via).capabilities.receiveIntoBuffers) {
       throw new UnsupportedOperationError({ message: `transport "${via}" cannot receive into target buffers` })

@@ -57,10 +57,16 @@ export const metaMismatch = (expected: ReadonlyArray<TensorMeta>, got: ReadonlyA
   return undefined
 }
 
-/** Destination tensors (received, or given as `target`) must be exactly what the object describes. */
+/**
+ * Destination tensors (received, or given as `target`) must be exactly what the object describes, and
+ * contiguous: every path writes an object's bytes in one run per tensor (an inline value's copy as
+ * well as a transport's receive), which in a strided view would land on the wrong elements.
+ */
 export const checkReceived = (expected: ReadonlyArray<TensorMeta>, into: ReadonlyArray<Tensor>): void => {
   const mismatch = metaMismatch(expected, into.map(tensorMeta))
   if (mismatch !== undefined) throw new ShapeError({ message: mismatch })
+  const strided = into.findIndex((t) => !t.isContiguous())
+  if (strided >= 0) throw new ShapeError({ message: `target tensor ${strided} is a strided view: objects are received into contiguous tensors only (use a contiguous tensor, then copy into the view)` })
 }
 
 /** New tensors of the shapes, dtypes and devices `metas` describe, from the current allocators. */

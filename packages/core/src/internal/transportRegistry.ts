@@ -22,7 +22,7 @@ export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<v
   defineTransport({
     name: objectStoreName,
     // A reply's body may be read into the receive buffers after its fetch was given up on.
-    capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, tracksBuffers: true },
+    capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, tracksBuffers: true, inlinesSmallValues: true },
     fetch,
   })
 

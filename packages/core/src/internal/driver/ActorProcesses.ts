@@ -115,6 +115,8 @@ export interface ActorRecord {
   /** Calls submitted and not yet sent (nor failed). */
   undispatched: number
   readonly inFlight: Map<number, InFlightCall>
+  /** Its methods whose last result travelled whole in its info: no send is asked for early of what they make. */
+  readonly wholeResults: Set<string>
   readonly exited: Promise<void>
 }
 
@@ -285,6 +287,7 @@ export class ActorProcesses {
         dispatched: Promise.resolve(),
         undispatched: 0,
         inFlight: new Map(),
+        wholeResults: new Set(),
         exited,
       }
       child.onExit((how) => {

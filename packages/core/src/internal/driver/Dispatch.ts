@@ -72,7 +72,7 @@ export class Dispatch {
       }
       routes.set(entry.id, { group: group.name, rank: group.members.indexOf(entry.producer), toRank: group.members.indexOf(record.id) })
     }
-    const entry = this.directory.create(this.runtime.newObjectId(), record.id, transport)
+    const entry = this.directory.create(this.runtime.newObjectId(), record.id, transport, method)
     const ref = new ObjectRef(entry.id, this.driver.tracker)
     const pinned = argEntries.map((e) => e.id)
     for (const id of pinned) this.directory.acquire(id)
@@ -84,7 +84,7 @@ export class Dispatch {
     record.undispatched++
     const early = behindOthers
       ? []
-      : argEntries.filter((e) => e.state === "pending" && routes.has(e.id) && this.runtime.transport(e.transport).capabilities.matchesByObject === true)
+      : argEntries.filter((e) => e.state === "pending" && routes.has(e.id) && this.runtime.transport(e.transport).capabilities.matchesByObject === true && !this.madeWhole(e))
     for (const e of early) {
       const route = routes.get(e.id)!
       this.startSend(e, route.group, record.id, route.toRank, true)
@@ -128,9 +128,10 @@ export class Dispatch {
         const route = routes.get(e.id)
         if (route === undefined) continue
         const sentEarly = early.some((x) => x.id === e.id)
-        // A value without tensors travels whole in its info: there is nothing to send, and the
-        // producer never registers it, so a send asked for early would wait for it forever.
-        if (e.info!.tensors.length === 0) {
+        // A value without tensors, or small enough to travel inline, is whole in its info: there is
+        // nothing to send, and the producer never registers it, so a send asked for early would wait
+        // for it forever.
+        if (travelsWhole(e.info!)) {
           if (sentEarly) this.cancelSend(e, record.id)
         } else if (!sentEarly) this.startSend(e, route.group, record.id, route.toRank, false)
       }
@@ -157,7 +158,11 @@ export class Dispatch {
     if (call.entry.state !== "pending") {
       // Cancelled while it ran: whatever it made is nobody's.
       if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [message.info.objectId] } satisfies ToActor)
-    } else if (message.info !== undefined) this.directory.ready(call.entry, message.info)
+    } else if (message.info !== undefined) {
+      if (travelsWhole(message.info)) record.wholeResults.add(call.method)
+      else record.wholeResults.delete(call.method)
+      this.directory.ready(call.entry, message.info)
+    }
     else this.directory.fail(call.entry, fromWireError(message.error!, { actor: record.id, method: call.method }))
     this.unpin(call.pinned)
   }
@@ -203,6 +208,16 @@ export class Dispatch {
   }
 
   /**
+   * Whether the method making a pending object made its last result whole in its info (small values
+   * travel inline): most often so again, and a send asked for early would only be cancelled, two
+   * messages to the producer's agent for nothing. A larger result is then sent once the call that
+   * takes it is dispatched.
+   */
+  private madeWhole(entry: Entry): boolean {
+    return entry.method !== undefined && this.processes.get(entry.producer)?.wholeResults.has(entry.method) === true
+  }
+
+  /**
    * The producer's half of a two-sided transfer, run by its agent even while its main thread is busy;
    * `whenRegistered`: the object is still being made, and the agent waits for it.
    */
@@ -232,7 +247,7 @@ export class Dispatch {
    * until the object is freed, and used by its later calls), so that nothing stays posted.
    */
   private endEarlySend(entry: Entry, consumer: ActorRecord, route: Route): void {
-    if (entry.state !== "ready" || entry.info!.tensors.length === 0 || !consumer.alive) {
+    if (entry.state !== "ready" || travelsWhole(entry.info!) || !consumer.alive) {
       this.cancelSend(entry, consumer.id)
       return
     }
@@ -245,10 +260,13 @@ export class Dispatch {
       .finally(() => this.directory.release(entry.id))
   }
 
-  /** Ends a send asked for early that will not happen: its consumer's call was never sent, or its object holds no tensor. */
+  /** Ends a send asked for early that will not happen: its consumer's call was never sent, or its object travels whole in its info. */
   private cancelSend(entry: Entry, to: string): void {
     const producer = this.processes.get(entry.producer)
     if (!producer?.alive) return
     this.agents.post(producer, { _tag: "CancelSend", objectId: entry.id, transport: entry.transport, to }).catch(() => undefined)
   }
 }
+
+/** An object whose info carries all of it (no tensors, or their bytes inline): no transfer moves it. */
+const travelsWhole = (info: ObjectInfo): boolean => info.tensors.length === 0 || info.inline !== undefined

@@ -147,6 +147,11 @@ export class Objects {
       }
       const root = group.members.indexOf(entry.producer)
       const routed = { ...info, route: { group: group.name, rank: root } }
+      // Its bytes are in its info: each receiver takes its copy from there, and the producer sends nothing.
+      if (info.inline !== undefined) {
+        await settleAll(records.map((r) => this.prefetch(r, entry, routed, false)))
+        return
+      }
       const whole = transport.broadcast !== undefined && group.members.length === records.length + 1
       const producer = this.processes.get(entry.producer)!
       const sends = whole
@@ -222,11 +227,11 @@ export class Objects {
     }
   }
 
-  /** A dead actor's objects fail (but small object-store values, whose bytes the driver holds), and its borrows end. */
+  /** A dead actor's objects fail (but values small enough to travel inline, whose bytes the driver holds), and its borrows end. */
   actorDied(actorId: string, died: ActorDiedError, host: string | undefined): void {
     for (const entry of this.driver.directory.values()) {
       if (entry.producer !== actorId) continue
-      // Small object-store values, whose bytes the driver holds, stay readable.
+      // Values that travelled inline, whose bytes the driver holds, stay readable.
       if (entry.state !== "pending" && entry.info?.inline !== undefined) continue
       const lost =
         entry.state !== "pending" && host !== undefined
