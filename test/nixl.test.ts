@@ -40,15 +40,16 @@ describe("seed 001: NIXL between actors, no group", () => {
 
   it("a dict with a strided view moves whole", async () => {
     const dict = sender.tensorDict()
-    expect(await take(receiver.sumDict(dict))).toBe(499_500)
+    expect(await take(receiver.sumDict(dict))).toBe(49_995_000)
     // The [4, 3] transpose of a [3, 4] arange, read run by run from the producer's strided view.
     expect(await take(receiver.strided(dict))).toEqual([0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11])
     dict.release()
   })
 
   it("produce / consume_with_nixl: put inside one actor, get inside another", async () => {
-    const t1 = Tensor.randn([100, 100], { seed: 1 })
-    const t2 = Tensor.randn([100, 100], { seed: 2 })
+    // 80 KB each: over the 64 KiB that travel inline.
+    const t1 = Tensor.randn([100, 200], { seed: 1 })
+    const t2 = Tensor.randn([100, 200], { seed: 2 })
     const refs = sender.produce([t1, t2])
     expect(await take(receiver.consumeWithNixl(refs))).toBeCloseTo(t1.sum() + t2.sum(), 3)
     refs.release()
@@ -60,7 +61,7 @@ describe("seed 001: NIXL between actors, no group", () => {
     expect(value.shape).toEqual([1000, 1000])
     expect(value.sum()).toBe(await take(sender.sum(ref)))
     ref.release()
-    const mine = Tensor.arange(4096, { dtype: "float32" })
+    const mine = Tensor.arange(32768, { dtype: "float32" })
     const put = await cluster.put(mine, { tensorTransport: "nixl" })
     expect(await take(receiver.sum(put))).toBe(mine.sum())
     put.release()
@@ -151,13 +152,13 @@ const eventuallyRefs = async (want: number): Promise<number> => {
 
 describe("target buffers", () => {
   it("get(ref, { target }) receives into existing tensors; strided targets are refused", async () => {
-    const ref = sender.make(4096)
-    const target = Tensor.zeros([1024], { dtype: "float32" })
+    const ref = sender.make(1 << 20)
+    const target = Tensor.zeros([1 << 18], { dtype: "float32" })
     const value = (await cluster.get(ref, { target: [target] })) as Tensor
     expect(value).toBe(target)
-    expect(target.sum()).toBe(1024)
+    expect(target.sum()).toBe(1 << 18)
 
-    const strided = Tensor.zeros([2048], { dtype: "float32" }).slice(0, 0, 2048, 2)
+    const strided = Tensor.zeros([1 << 19], { dtype: "float32" }).slice(0, 0, 1 << 19, 2)
     const error = await rejection(cluster.get(ref, { target: [strided] }))
     expect(tagOf(error)).toBe("ShapeError")
     expect((error as Error).message).toMatch(/strided|contiguous/)
@@ -192,8 +193,8 @@ describe("a registered memory pool", () => {
 
     // The receiver's own pool as a target: the destination needs no registration either.
     await take(receiver.poolCreate(1 << 20))
-    const b = sender.produce([Tensor.full([16 << 10], 1, { dtype: "float32" })])
-    expect(await take(receiver.poolReceive(b, 64 << 10))).toBe(16 << 10)
+    const b = sender.produce([Tensor.full([32 << 10], 1, { dtype: "float32" })])
+    expect(await take(receiver.poolReceive(b, 128 << 10))).toBe(32 << 10)
     b.release()
 
     await take(sender.poolClose())
@@ -230,8 +231,8 @@ describe("failures", () => {
   ])("a producer killed $when: TransferError, and the receiver keeps working with a new producer", async ({ warm }) => {
     const [victim] = await cluster.spawn(NixlWorker, { count: 1 })
     if (warm) {
-      const small = victim.make(4096)
-      expect(await take(receiver.numel(small))).toBe(1024)
+      const small = victim.make(256 << 10)
+      expect(await take(receiver.numel(small))).toBe(64 << 10)
       small.release()
     }
     const ref = victim.make(64 << 20)

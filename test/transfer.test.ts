@@ -136,6 +136,15 @@ describe("every dtype, nested in objects, arrays and Maps", () => {
     ref.release()
   })
 
+  it("a call whose small objects together pass the message limit fails with MessageTooLargeError, naming them", async () => {
+    // 1025 objects of 64 KiB, each inline: their bytes would all travel inside the call's message.
+    const refs = await Promise.all(Array.from({ length: 1025 }, () => cluster.put(Tensor.zeros([16384], { dtype: "float32" }))))
+    const error = await rejection(take(b.digest(refs)))
+    expect(tagOf(error)).toBe("MessageTooLargeError")
+    expect((error as Error).message).toMatch(/1025 small objects.*Pass fewer of them per call/)
+    for (const ref of refs) ref.release()
+  })
+
   it.each([
     { transport: "object-store", n: 8 },
     { transport: "object-store", n: 8192 },

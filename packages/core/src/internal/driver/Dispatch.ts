@@ -5,7 +5,7 @@
  * where the transport allows; a call's result, cancellation, and its actor's death settle it.
  */
 import { type CallOptions, methodOf } from "../../Actor.js"
-import { type ActorDiedError, CancelledError, MissingGroupError } from "../../Errors.js"
+import { type ActorDiedError, CancelledError, MessageTooLargeError, MissingGroupError } from "../../Errors.js"
 import { ObjectRef, requireOpen, requireUsableRef } from "../../ObjectRef.js"
 import { MAX_VALUE_BYTES, tooLarge } from "../frame.js"
 import type { FromActor, ObjectInfo, ToActor } from "../messages.js"
@@ -103,6 +103,26 @@ export class Dispatch {
       const failed = ready.find((e) => e.state === "failed")
       if (!record.alive) throw dead(record)
       if (failed !== undefined) throw failed.error!
+      let inlineBytes = 0
+      for (const e of ready) {
+        const route = routes.get(e.id)
+        // Whatever the size: an inline value would not need the group, a larger one could not be received without it.
+        if (route !== undefined && !this.groups.has(route.group)) {
+          throw new MissingGroupError({
+            message: `${record.id} cannot receive ${e.id} over "${e.transport}": its group "${route.group}" was destroyed after the call was submitted`,
+            backend: e.transport,
+          })
+        }
+        inlineBytes += e.info!.inline?.byteLength ?? 0
+      }
+      if (encoded.skeleton.byteLength + inlineBytes > MAX_VALUE_BYTES) {
+        const small = ready.filter((e) => e.info!.inline !== undefined).length
+        throw new MessageTooLargeError({
+          message: `the arguments of ${record.id}.${method} take ${encoded.skeleton.byteLength + inlineBytes} bytes with the bytes of their ${small} small objects, over the limit of ${MAX_VALUE_BYTES} bytes: objects of 64 KiB or less travel inside the call's message. Pass fewer of them per call, or have their producers return them together in larger tensors`,
+          bytes: encoded.skeleton.byteLength + inlineBytes,
+          limit: MAX_VALUE_BYTES,
+        })
+      }
       for (const e of ready) this.noteTaker(e, record.id)
       const refs: Array<ObjectInfo> = ready.map((e) => {
         const route = routes.get(e.id)

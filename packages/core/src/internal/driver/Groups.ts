@@ -59,6 +59,11 @@ export class Groups {
     return undefined
   }
 
+  /** Whether the group of that name still exists. */
+  has(name: string): boolean {
+    return this.groups.has(name)
+  }
+
   list(): ReadonlyArray<{ name: string; backend: string; members: ReadonlyArray<string> }> {
     return [...this.groups.values()].map(({ name, backend, members }) => ({ name, backend, members }))
   }
