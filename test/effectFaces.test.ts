@@ -49,12 +49,13 @@ describe("transport layers", () => {
     const transports = Layer.mergeAll(GlooEffect.transport, NixlEffect.transport, SymmetricMemory.transport)
     const program = Effect.gen(function* () {
       const [a, b] = yield* TensorlaneCluster.spawn(Worker, { count: 2 })
-      const sum = yield* TensorlaneCluster.get(b.sum(a.make.options({ tensorTransport: "nixl" })(1024)))
+      // 1 MiB: past the 64 KiB that travel inline, so that NIXL moves it.
+      const sum = yield* TensorlaneCluster.get(b.sum(a.make.options({ tensorTransport: "nixl" })(1 << 20)))
       const names = (yield* TensorlaneCluster.TensorlaneCluster).transportNames
       const notAnActor = yield* Effect.flip(TensorlaneCluster.kill({ actorId: "nobody" }))
       return { sum, names: [...names].sort(), refused: notAnActor._tag }
     })
     const outcome = await Effect.runPromise(program.pipe(Effect.provide(TensorlaneCluster.layer().pipe(Layer.provide(transports)))))
-    expect(outcome).toEqual({ sum: 256, names: ["gloo", "nixl", "object-store", "shm"], refused: "InvalidArgumentError" })
+    expect(outcome).toEqual({ sum: 1 << 18, names: ["gloo", "nixl", "object-store", "shm"], refused: "InvalidArgumentError" })
   })
 })
