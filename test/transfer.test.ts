@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Helper } from "./fixtures/actors.mjs"
 import { Worker } from "./fixtures/actors.ts"
 import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
-import { TMPFILE, bytesMoved, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
+import { TMPFILE, bytesMoved, eventually, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
 
 let cluster: Cluster
 let a: ActorHandle<typeof Worker>
@@ -139,9 +139,14 @@ describe("every dtype, nested in objects, arrays and Maps", () => {
   it("a call whose small objects together pass the message limit fails with MessageTooLargeError, naming them", async () => {
     // 1025 objects of 64 KiB, each inline: their bytes would all travel inside the call's message.
     const refs = await Promise.all(Array.from({ length: 1025 }, () => cluster.put(Tensor.zeros([16384], { dtype: "float32" }))))
+    const own = b.make(1 << 20)
+    await take(b.numel(own))
+    // Released just before: its free rides on the call that cannot be sent, and must still reach b.
+    own.release()
     const error = await rejection(take(b.digest(refs)))
     expect(tagOf(error)).toBe("MessageTooLargeError")
     expect((error as Error).message).toMatch(/1025 small objects.*Pass fewer of them per call/)
+    expect(await eventually(async () => (await cluster.inspect()).processes[b.actorId].primary, (ids) => !ids.includes(own.id))).not.toContain(own.id)
     for (const ref of refs) ref.release()
   })
 

@@ -103,7 +103,6 @@ export class Dispatch {
       const failed = ready.find((e) => e.state === "failed")
       if (!record.alive) throw dead(record)
       if (failed !== undefined) throw failed.error!
-      let inlineBytes = 0
       for (const e of ready) {
         const route = routes.get(e.id)
         // Whatever the size: an inline value would not need the group, a larger one could not be received without it.
@@ -113,15 +112,6 @@ export class Dispatch {
             backend: e.transport,
           })
         }
-        inlineBytes += e.info!.inline?.byteLength ?? 0
-      }
-      if (encoded.skeleton.byteLength + inlineBytes > MAX_VALUE_BYTES) {
-        const small = ready.filter((e) => e.info!.inline !== undefined).length
-        throw new MessageTooLargeError({
-          message: `the arguments of ${record.id}.${method} take ${encoded.skeleton.byteLength + inlineBytes} bytes with the bytes of their ${small} small objects, over the limit of ${MAX_VALUE_BYTES} bytes: objects of 64 KiB or less travel inside the call's message. Pass fewer of them per call, or have their producers return them together in larger tensors`,
-          bytes: encoded.skeleton.byteLength + inlineBytes,
-          limit: MAX_VALUE_BYTES,
-        })
       }
       for (const e of ready) this.noteTaker(e, record.id)
       const refs: Array<ObjectInfo> = ready.map((e) => {
@@ -130,20 +120,26 @@ export class Dispatch {
       })
       record.inFlight.set(callId, { entry, method, pinned })
       const frees = this.objects.takeFrees(record)
-      record.control.send(
-        {
-          _tag: "Call",
-          callId,
-          method,
-          returnId: entry.id,
-          ...(options.tensorTransport !== undefined ? { transport: options.tensorTransport } : {}),
-          args: encoded.skeleton,
-          argTensors: encoded.tensors.map(tensorMeta),
-          refs,
-          ...(frees !== undefined ? { frees } : {}),
-        } satisfies ToActor,
-        encoded.tensors.map((t) => t.contiguousBytes()),
-      )
+      try {
+        record.control.send(
+          {
+            _tag: "Call",
+            callId,
+            method,
+            returnId: entry.id,
+            ...(options.tensorTransport !== undefined ? { transport: options.tensorTransport } : {}),
+            args: encoded.skeleton,
+            argTensors: encoded.tensors.map(tensorMeta),
+            refs,
+            ...(frees !== undefined ? { frees } : {}),
+          } satisfies ToActor,
+          encoded.tensors.map((t) => t.contiguousBytes()),
+        )
+      } catch (error) {
+        // Nothing was written (a message over the limit): the frees go in the next message instead.
+        if (frees !== undefined) this.objects.giveBackFrees(record, frees)
+        throw withSmallObjects(error, ready.filter((e) => e.info!.inline !== undefined).length)
+      }
       for (const e of ready) {
         const route = routes.get(e.id)
         if (route === undefined) continue
@@ -287,6 +283,19 @@ export class Dispatch {
     this.agents.post(producer, { _tag: "CancelSend", objectId: entry.id, transport: entry.transport, to }).catch(() => undefined)
   }
 }
+
+/**
+ * A call's message over the limit names the small objects among its refs, whose bytes it carries
+ * (about a thousand of 64 KiB fill a message) and which no other way of passing them avoids.
+ */
+const withSmallObjects = (error: unknown, small: number): unknown =>
+  error instanceof MessageTooLargeError && small > 0
+    ? new MessageTooLargeError({
+        message: `${error.message}; its ${small} small objects (64 KiB or less each) travel inside the call's message. Pass fewer of them per call, or have their producers return them together in larger tensors`,
+        bytes: error.bytes,
+        limit: error.limit,
+      })
+    : error
 
 /** An object whose info carries all of it (no tensors, or their bytes inline): no transfer moves it. */
 const travelsWhole = (info: ObjectInfo): boolean => info.tensors.length === 0 || info.inline !== undefined

@@ -67,6 +67,11 @@ export class Objects {
     return ids
   }
 
+  /** Frees a call took for a message that could not be sent: they go as if it had not taken them. */
+  giveBackFrees(record: ActorRecord, ids: ReadonlyArray<string>): void {
+    for (const id of ids) this.sendFree(record, id)
+  }
+
   /** Sends the frees gathered so far; at shutdown, before the processes are told to end. */
   flushFrees(): void {
     for (const [record, ids] of this.frees) {
