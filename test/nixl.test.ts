@@ -110,6 +110,28 @@ describe("idle actors", () => {
     const busiest = Math.max(...[...wakeUps(pids)].map(([thread, count]) => count - (before.get(thread) ?? count)))
     expect(busiest).toBeLessThan(30)
   })
+
+  it("a fresh one has its NIXL agent before its first transfer, and its threads sleep while it waits", async () => {
+    // The transport's prepare starts it as the actor starts: the first call does not wait ~150 ms for it.
+    const fresh = await start({ transports: [NIXL] })
+    try {
+      const [actor] = await fresh.spawn(NixlWorker)
+      const deadline = Date.now() + 10_000
+      let agent = await fresh.get(actor.nixlAgent())
+      while (agent === null && Date.now() < deadline) {
+        await sleep(50)
+        agent = await fresh.get(actor.nixlAgent())
+      }
+      expect(agent).toMatch(/^tensorlane-/)
+      expect((await fresh.inspect()).processes[actor.actorId].registrations).toEqual([])
+      const pids = [await fresh.get(actor.pid())]
+      const before = wakeUps(pids)
+      await sleep(1000)
+      expect(Math.max(...[...wakeUps(pids)].map(([thread, count]) => count - (before.get(thread) ?? count)))).toBeLessThan(30)
+    } finally {
+      await fresh.shutdown()
+    }
+  })
 })
 
 describe("seed 000: register_nixl_memory", () => {

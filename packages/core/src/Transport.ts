@@ -247,6 +247,12 @@ export interface TensorTransport {
   readonly createGroup?: (setup: GroupSetup) => Effect.Effect<void, GroupFailure>
   readonly destroyGroup?: (name: string) => Effect.Effect<void, DestroyGroupFailure>
   readonly inspect?: () => TransportInspection
+  /**
+   * One-time setup whose cost the first transfer would pay otherwise (loading a native library,
+   * starting an agent). Each actor process runs it once, in its transfer agent, as the actor starts;
+   * it cannot fail: what it could not do, the first transfer that needs it does again and raises.
+   */
+  readonly prepare?: Effect.Effect<void>
   /** Run once when the process's agent stops, and for transports that work on any thread, when its main thread closes too. */
   readonly close?: Effect.Effect<void>
   /** A transport written with Promises (`defineTransport`): its own functions, which the runtime calls directly. */
@@ -272,6 +278,8 @@ export interface PromiseTransport {
   readonly createGroup?: (setup: GroupSetup) => Promise<void>
   readonly destroyGroup?: (name: string) => Promise<void>
   readonly inspect?: () => TransportInspection
+  /** As `TensorTransport.prepare`; what it throws or rejects with is ignored. */
+  readonly prepare?: () => void | Promise<void>
   readonly close?: () => void | Promise<void>
 }
 
@@ -334,6 +342,7 @@ export const defineTransport = <P extends PromiseTransport>(transport: P): Defin
     ...(p.createGroup === undefined ? {} : { createGroup: (setup) => attempt(() => p.createGroup!(setup)) }),
     ...(p.destroyGroup === undefined ? {} : { destroyGroup: (name) => attempt(() => p.destroyGroup!(name)) }),
     ...(p.inspect === undefined ? {} : { inspect: () => p.inspect!() }),
+    ...(p.prepare === undefined ? {} : { prepare: Effect.catchCause(attempt(() => p.prepare!()), () => Effect.void) }),
     ...(p.close === undefined ? {} : { close: Effect.orDie(attempt(() => p.close!())) }),
     promise: p,
   }

@@ -85,6 +85,20 @@ describe("defineTransport: a transport written with Promises", () => {
     expect(events).toEqual(["register p.1", "in scope", "release p.1"])
   })
 
+  it("gives prepare an Effect that cannot fail, whatever the function throws or rejects with", async () => {
+    const outcomes: Array<() => void | Promise<void>> = [
+      () => undefined,
+      () => {
+        throw new ProtocolError({ message: "no library" })
+      },
+      () => Promise.reject(new RangeError("a bug")),
+    ]
+    for (const outcome of outcomes) {
+      const t = defineTransport({ name: "p", capabilities: oneSided, fetch: async () => undefined, prepare: outcome })
+      expect(Exit.isSuccess(await Effect.runPromiseExit(t.effect.prepare!))).toBe(true)
+    }
+  })
+
   it("refuses hooks that its capabilities need and it lacks, at definition", () => {
     expect(thrown(() => defineTransport({ name: "p", capabilities: oneSided }))).toBeInstanceOf(InvalidArgumentError)
     expect(thrown(() => defineEffectTransport({ name: "Upper", capabilities: oneSided, fetch: () => Effect.void }))).toBeInstanceOf(InvalidArgumentError)
@@ -102,6 +116,13 @@ describe("a transport written in Effect, as the runtime runs it", () => {
     expect(await rejection(face.fetch!(request()))).toBe(failure)
     outcome = Effect.die(bug)
     expect(await rejection(face.fetch!(request()))).toBe(bug)
+  })
+
+  it("runs prepare to a Promise", async () => {
+    let prepared = 0
+    const face = promiseFace(defineEffectTransport({ name: "e", capabilities: oneSided, fetch: () => Effect.void, prepare: Effect.sync(() => void prepared++) }))
+    await face.prepare!()
+    expect(prepared).toBe(1)
   })
 
   it("interrupts a hook when its request's signal aborts, running its finalizers", async () => {

@@ -101,6 +101,12 @@ export const nixl = defineTransport({
     }
   },
 
+  // NIXL's library and the process's agent with its UCX backend: about 150 ms that the first
+  // registration or read would otherwise wait for (the producer's, then the consumer's).
+  prepare: () => {
+    loadNixl().addon.localMetadata()
+  },
+
   close: async () => {
     // Settled reads no longer touch their buffers: the worker may then go.
     const pending = [...running]

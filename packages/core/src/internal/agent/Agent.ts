@@ -150,6 +150,19 @@ export class Agent {
         if (!parentAlive(parentPid)) process.kill(process.pid, "SIGKILL")
       }, 250)
       this.lifeline.unref()
+      // Once the actor's start has been reported: a library loaded here is one its first call does not wait for.
+      setImmediate(() => this.prepareTransports())
+    }
+  }
+
+  /** Each transport's one-time setup, one after another; whatever fails there fails again, with its context, in a transfer. */
+  private async prepareTransports(): Promise<void> {
+    for (const transport of this.transports.values()) {
+      try {
+        await transport.prepare?.()
+      } catch {
+        continue
+      }
     }
   }
 
