@@ -69,9 +69,25 @@ let tag: string | undefined
 const platformTag = (): string => {
   if (tag !== undefined) return tag
   if (process.platform !== "linux") return (tag = `${process.platform}-${process.arch}`)
+  return (tag = `linux-${process.arch}-${libcOfThisProcess()}`)
+}
+
+/**
+ * The C library Node runs on: the one mapped into this process (a fraction of a millisecond), else
+ * what Node's report says (tens of milliseconds in a busy process: it walks the heap and handles).
+ */
+const libcOfThisProcess = (): "gnu" | "musl" => {
+  let maps = ""
+  try {
+    maps = fs.readFileSync("/proc/self/maps", "utf8")
+  } catch {
+    // No /proc: the report below.
+  }
+  if (maps.includes("/ld-musl-")) return "musl"
+  if (/\/libc\.so\.6$/m.test(maps)) return "gnu"
   // Node's report names the glibc it runs on; musl has none.
   const header = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header
-  return (tag = `linux-${process.arch}-${header?.glibcVersionRuntime !== undefined ? "gnu" : "musl"}`)
+  return header?.glibcVersionRuntime !== undefined ? "gnu" : "musl"
 }
 
 /** The prebuilt addon package of `packageName` for this machine (`@tensorlane/transport-gloo-linux-x64-gnu`). */
@@ -312,17 +328,22 @@ export const libraryFix = (spec: NativeLibrarySpec): string => {
  * (`npx tensorlane install`); <repo>/.tools/libraries in every ancestor of the package and of the
  * working directory (the checkout's setup); Python's site-packages; the system path (bare names, last).
  */
-export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string> => {
+export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string> => [...new Set(candidatePaths(spec))]
+
+/** The candidates in order, made as they are asked for: Python's site-packages (a python3 run, 100 ms) only when no earlier one did. */
+function* candidatePaths(spec: NativeLibrarySpec): Generator<string> {
   const override = readSetting(overrideSetting(spec))
-  if (override !== undefined && spec.override.names === "file") return [override]
-  const out: Array<string> = override !== undefined ? [join(override, spec.library)] : []
+  if (override !== undefined && spec.override.names === "file") {
+    yield override
+    return
+  }
+  if (override !== undefined) yield join(override, spec.library)
   const inWheel = join(wheelFolder(spec.wheel), spec.path)
-  out.push(join(libraryCacheDir(), inWheel))
+  yield join(libraryCacheDir(), inWheel)
   const roots = new Set([...ancestors(packageRootOf(spec.moduleUrl, spec.packageName)), ...ancestors(process.cwd())])
-  for (const root of roots) out.push(join(root, CHECKOUT_LIBRARIES, inWheel))
-  for (const site of sitePackages()) for (const path of spec.sitePaths) out.push(join(site, path))
-  out.push(...spec.systemNames)
-  return [...new Set(out)]
+  for (const root of roots) yield join(root, CHECKOUT_LIBRARIES, inWheel)
+  for (const site of sitePackages()) for (const path of spec.sitePaths) yield join(site, path)
+  yield* spec.systemNames
 }
 
 /**
@@ -330,9 +351,11 @@ export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string
  * naming every path tried, why each existing one failed, and the fix otherwise.
  */
 export const loadNativeLibrary = <R>(spec: NativeLibrarySpec, load: (path: string) => R): { readonly loaded: R; readonly path: string } => {
-  const candidates = libraryCandidates(spec)
+  const tried = new Set<string>()
   const failures: Array<string> = []
-  for (const path of candidates) {
+  for (const path of candidatePaths(spec)) {
+    if (tried.has(path)) continue
+    tried.add(path)
     // Paths that do not exist are skipped without a dlopen; bare names go to the system's search.
     if (path.includes("/") && !fs.existsSync(path)) continue
     try {
@@ -341,6 +364,7 @@ export const loadNativeLibrary = <R>(spec: NativeLibrarySpec, load: (path: strin
       failures.push(error instanceof Error ? error.message : String(error))
     }
   }
+  const candidates = [...tried]
   const fix = libraryFix(spec)
   throw new NativeLibraryError({
     message: `${spec.description ?? spec.library} cannot be loaded. Tried: ${candidates.join(", ")}${failures.length > 0 ? ` (${failures.join("; ")})` : ""}. Fix: ${fix}`,

@@ -2,6 +2,7 @@
  * A package's addon (core's nativeAddon), the search for the shared libraries addons dlopen
  * (libraryCandidates / loadNativeLibrary), and both derived from a package's name (nativePackage).
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { dirname, join } from "node:path"
@@ -171,6 +172,33 @@ describe("native library search", () => {
       expect(loadNativeLibrary(spec("folder"), (path) => path)).toEqual({ loaded: installed, path: installed })
     } finally {
       fs.rmSync(cache, { recursive: true, force: true })
+    }
+  })
+
+  it("asks Python for its site-packages only once no earlier candidate loaded", () => {
+    // A fresh process (the answer is kept per thread) whose python3 leaves a mark when it runs.
+    const dir = fs.mkdtempSync(join(os.tmpdir(), "native-library-python-"))
+    try {
+      const mark = join(dir, "python-ran")
+      fs.mkdirSync(join(dir, "bin"))
+      fs.writeFileSync(join(dir, "bin", "python3"), `#!/bin/sh\ntouch ${mark}\n`, { mode: 0o755 })
+      fs.writeFileSync(join(dir, "libexample.so.1"), "")
+      const script = `
+        import { loadNativeLibrary, libraryCandidates } from "@tensorlane/core/native"
+        import * as fs from "node:fs"
+        const spec = ${JSON.stringify(spec("folder"))}
+        const found = loadNativeLibrary(spec, (path) => path).path
+        const before = fs.existsSync(${JSON.stringify(mark)})
+        libraryCandidates(spec)
+        console.log(JSON.stringify({ found, before, after: fs.existsSync(${JSON.stringify(mark)}) }))`
+      const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+        cwd: import.meta.dirname,
+        env: { ...process.env, [ENV]: dir, PATH: `${join(dir, "bin")}:${process.env.PATH}` },
+        encoding: "utf8",
+      })
+      expect(JSON.parse(out)).toEqual({ found: join(dir, "libexample.so.1"), before: false, after: true })
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
     }
   })
 
