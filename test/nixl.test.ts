@@ -112,7 +112,7 @@ describe("idle actors", () => {
   })
 
   it("a fresh one has its NIXL agent before its first transfer, and its threads sleep while it waits", async () => {
-    // The transport's prepare starts it as the actor starts: the first call does not wait ~150 ms for it.
+    // The transport's prepare starts it as the actor starts: the first call does not wait for it.
     const fresh = await start({ transports: [NIXL] })
     try {
       const [actor] = await fresh.spawn(NixlWorker)

@@ -101,7 +101,7 @@ export const nixl = defineTransport({
     }
   },
 
-  // NIXL's library and the process's agent with its UCX backend: about 150 ms that the first
+  // NIXL's library and the process's agent with its UCX backend: about 70 ms that the first
   // registration or read would otherwise wait for (the producer's, then the consumer's).
   prepare: () => {
     loadNixl().addon.localMetadata()
