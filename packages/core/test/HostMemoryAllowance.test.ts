@@ -1,7 +1,8 @@
 /**
- * How many blocks of a size the host-memory cache lets circulate: as many as its capacity holds (up
- * to 8), so that a loop of blocks a quarter of the cache comes to collect every third call, not
- * after every call. A cache of its own, with a small capacity; collections are counted.
+ * How many blocks of a size the host-memory cache lets circulate, and how fast that grows: small
+ * blocks double up to 128 MiB of them, large ones add one up to 8, never more than the cache holds,
+ * so that a loop of results collects once per allowance rather than after every call. A cache of
+ * its own, of 256 MiB; collections are counted.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -23,8 +24,7 @@ beforeAll(async () => {
     collections++
     realGc()
   }
-  // Room for four blocks of the test's size.
-  vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", String(16 * MiB))
+  vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", String(256 * MiB))
   vi.resetModules()
   allocator = await import("../src/CpuMemory.js")
 })
@@ -35,24 +35,59 @@ afterAll(() => {
 })
 
 describe("host memory cache allowance", () => {
-  it("lets as many blocks of a size circulate as the whole cache holds", async () => {
-    const bytes = 4 * MiB
+  /**
+   * Runs one idle collection per expected allowance: each time, the size's allowance out (held, or
+   * dropped unproven) and none idle, so the collection runs and raises it to the next one.
+   */
+  const climb = async (bytes: number, allowances: ReadonlyArray<number>) => {
     const held: Array<Uint8Array> = []
-    // Each round: the size's allowance out and none idle, so an idle collection runs and raises it.
-    for (let round = 0; round < 2; round++) {
-      for (let i = held.length; i < 2 + round; i++) allocator.cpuAllocator.allocate(bytes).bytes[0] = 1
+    let out = 2
+    for (const next of allowances) {
+      for (let i = held.length; i < out; i++) allocator.cpuAllocator.allocate(bytes).bytes[0] = 1
       await nextJob()
       const before = collections
       allocator.recycleHostMemory(1 << 30)
       expect(collections).toBe(before + 1)
       // What the collection recycled comes back warm; hold it, so that every block is out again.
-      while (held.length < 2 + round) held.push(allocator.cpuAllocator.allocate(bytes).bytes)
+      while (held.length < out) held.push(allocator.cpuAllocator.allocate(bytes).bytes)
       expect(held.every((b) => b[0] === 1)).toBe(true)
+      out = next
     }
-    // Three blocks out and an allowance of four: the size is not running out, nothing to collect.
+    return { held, out }
+  }
+
+  /** An idle collection runs now: a size has its whole allowance out and none idle (so it may have no more out). */
+  const expectCollectsAt = () => {
+    const before = collections
+    allocator.recycleHostMemory(1 << 30)
+    expect(collections).toBe(before + 1)
+  }
+
+  it("doubles the blocks of a small size that circulate, up to 128 MiB of them", async () => {
+    const { held } = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
+    expect(held).toHaveLength(128)
+    expectCollectsAt()
+  })
+
+  it("adds one block of a large size at a time, up to 8, or what the whole cache holds", async () => {
+    const { held } = await climb(32 * MiB, [3, 4, 5, 6, 7, 8, 8])
+    expect(held).toHaveLength(8)
+    expectCollectsAt()
+    // Two blocks of 128 MiB fill the cache of 256 MiB: they stay at 2.
+    const { held: two } = await climb(128 * MiB, [2, 2])
+    expect(two).toHaveLength(2)
+    expectCollectsAt()
+  })
+
+  it("collects nothing while every size has fewer blocks out than its allowance", async () => {
+    // What earlier tests held is garbage now: this collection turns it idle.
+    await nextJob()
+    allocator.recycleHostMemory(1 << 30)
+    const { held, out } = await climb(3 * MiB, [4])
+    expect([held.length, out]).toEqual([2, 4])
+    await nextJob()
     const before = collections
     allocator.recycleHostMemory(1 << 30)
     expect(collections).toBe(before)
-    expect(held).toHaveLength(3)
   })
 })

@@ -7,14 +7,27 @@ const RECYCLE_MIN_BYTES = 1 << 20
 
 /** Blocks of one size out (alive, or dead and unproven) before a miss collects, at first (see HostMemoryCache). */
 const FIRST_BLOCKS_OUT = 2
+/** Blocks of one size may be out up to this many bytes together, when that is more than 8 of them. */
+const MOST_BYTES_OUT = 128 * 2 ** 20
+/** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
+const DOUBLING_MAX_BYTES = 16 * 2 ** 20
 /**
- * The most blocks of one size out before a miss collects: as many as the cache holds, 2 to 8. Each
- * idle collection then turns all but one of them into idle blocks, which the cache keeps; an
- * allowance of two collects after every call of a loop (a full collection in both actors, while the
- * transfer runs).
+ * The most blocks of one size out before a miss collects: 8, or as many as MOST_BYTES_OUT holds when
+ * more (128 of 1 MiB), never more than the cache holds, and at least 2. Each idle collection then
+ * turns all but one of them into idle blocks, which the cache keeps: a loop of results collects once
+ * per allowance (a full collection of the actor's heap, some 10 ms), so small blocks, whose fresh
+ * pages cost little, circulate by the dozen.
  */
 const mostBlocksOut = (byteLength: number, capacity: number): number =>
-  Math.min(8, Math.max(FIRST_BLOCKS_OUT, Math.floor(capacity / byteLength)))
+  Math.max(FIRST_BLOCKS_OUT, Math.min(Math.floor(capacity / byteLength), Math.max(8, Math.floor(MOST_BYTES_OUT / byteLength))))
+
+/**
+ * The allowance after an idle collection found `blocksOut` blocks of a size out: one block more, or
+ * twice as many for blocks of DOUBLING_MAX_BYTES or less (a fresh one costs a few ms of page faults,
+ * less than the collections a slow climb to their allowance would take), up to `mostBlocksOut`.
+ */
+const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number): number =>
+  Math.min(mostBlocksOut(byteLength, capacity), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
 /** How long a measured collection time stands for the next one. */
 const STALE_ESTIMATE_MS = 1000
 
@@ -45,9 +58,9 @@ export const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () 
  * would miss. A loop that frees a result and at once allocates the next cannot wait for one, so a
  * miss takes fresh memory while fewer than a size's allowance of blocks are out; an idle collection
  * runs once a size has its allowance out and none idle, recycles all but the one still held, and
- * raises that size's allowance by one (from 2 up to `mostBlocksOut`): a long loop of large results
- * ends up collecting once every few calls instead of after each, while a short one pays for few
- * fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds the memory to what
+ * raises that size's allowance (`raisedAllowance`, from 2 up to `mostBlocksOut`): a long loop of
+ * results ends up collecting once every 8 calls or more instead of after each, while a short one pays
+ * for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds the memory to what
  * the program really holds.
  */
 class HostMemoryCache {
@@ -77,7 +90,7 @@ class HostMemoryCache {
     const short = this.sizesRunningOut()
     if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
     this.runCollection(gc)
-    for (const byteLength of short) this.allowance.set(byteLength, Math.min(mostBlocksOut(byteLength, this.capacity), this.blocksOut(byteLength) + 1))
+    for (const byteLength of short) this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity))
     // The registry's callbacks run later, as a task: what just died is made idle now.
     for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
   }
