@@ -6,7 +6,10 @@
  * SIGABRT, Node's SIGSEGV handler re-raising it with no message).
  */
 import { describe, expect, it } from "vitest"
+import { fileURLToPath } from "node:url"
 import { runPeers } from "./fixtures/runPeers.ts"
+
+const RACING_LOAD = fileURLToPath(new URL("./fixtures/racingLoad.mjs", import.meta.url))
 
 describe("READ threads", () => {
   it("1200 concurrent READs: every byte right, and the consumer process survives with freed memory poisoned", async () => {
@@ -14,6 +17,17 @@ describe("READ threads", () => {
     // still reads its job after the JS thread deleted it crashes on every such read instead of rarely.
     const result = await runPeers(["consumer", "300"], { GLIBC_TUNABLES: "glibc.malloc.tcache_count=0", MALLOC_PERTURB_: "165" })
     expect(result).toMatchObject({ code: 0, signal: null, result: { reads: 1200, wrong: 0 } })
+  }, 60_000)
+
+  it("an agent created by one thread while another loads NIXL has its configuration: an idle process sleeps", async () => {
+    // The library used to be published before its configuration: the main thread, waiting on it,
+    // could create the agent with none, whose progress thread then polled without waiting (a whole
+    // core). On one CPU that came out in about half the runs, whatever the main thread's head start.
+    for (const headStartMs of [0, 1, 5, 20, 40]) {
+      const result = await runPeers([String(headStartMs)], {}, { script: RACING_LOAD, oneCpu: true })
+      expect(result).toMatchObject({ code: 0, signal: null })
+      expect((result.result as { idleCpuMs: number }).idleCpuMs).toBeLessThan(100)
+    }
   }, 60_000)
 
   it("a worker terminated in the middle of a READ: the process survives it", async () => {
