@@ -3,7 +3,7 @@
  * docs/configuration.md lists every variable). The defaults are the measured choice recorded in
  * README.md: UCX's default transports (cma for the bytes, tcp for wire-up) with
  * `ucx_error_handling_mode=peer`, which keeps dead-peer detection on at no measurable cost. UCX's
- * own variables (UCX_TLS, ...) pass through; four of them get a default below.
+ * own variables (UCX_TLS, ...) pass through; five of them get a default below.
  */
 import { type Setting, choiceSetting, integerSetting, readSetting } from "@tensorlane/core/native"
 
@@ -27,9 +27,17 @@ import { type Setting, choiceSetting, integerSetting, readSetting } from "@tenso
  * included, and accepts whoever connects. The actors of a cluster run on one host, so they need
  * loopback only; for peers on other hosts, name their interface(s) in UCX_NET_DEVICES (README).
  */
+/*
+ * Once NIXL's agent has started, UCX's dlopen hook also writes its own malloc and free into the
+ * relocation entries of every library loaded afterwards, while the C library keeps its own: gloo's
+ * addon, loaded into an actor that had used nixl, then freed a pointer with the other allocator in
+ * its libnl's constructor (SIGABRT, "munmap_chunk(): invalid pointer"). Memory events (the mmap
+ * hooks) stay on.
+ */
 export const DEFAULT_ENV: Readonly<Record<string, string>> = {
   UCX_MODULES: "^ib",
   UCX_MEM_MMAP_HOOK_MODE: "reloc",
+  UCX_MEM_MALLOC_RELOC: "no",
   UCX_LOG_FILE: "stderr",
   UCX_NET_DEVICES: "lo",
 }
