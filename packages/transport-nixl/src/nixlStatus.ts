@@ -8,7 +8,7 @@ import { loadNixl } from "./Loader.js"
 export interface NixlStatus extends PackageStatus {
   /** The libnixl_capi.so this process loaded. */
   readonly library: string
-  /** This process's NIXL agent, once a registration or fetch created it. */
+  /** This process's NIXL agent, once the transport's prepare (in an actor), a registration or a fetch created it. */
   readonly agent: string | undefined
   readonly registrations: ReadonlyArray<NativeRegistration>
 }
