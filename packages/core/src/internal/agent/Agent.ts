@@ -109,6 +109,9 @@ export class Agent {
   address = ""
   private readonly accepted = new Set<Connection>()
   private lifeline: NodeJS.Timeout | undefined
+  /** The transports' prepare (actors only), which close waits for. */
+  private preparing: Promise<void> = Promise.resolve()
+  private closing = false
 
   constructor(private readonly options: AgentOptions) {
     this.groups = new Memberships((name) => this.transport(name), options.emit)
@@ -151,13 +154,17 @@ export class Agent {
       }, 250)
       this.lifeline.unref()
       // Once the actor's start has been reported: a library loaded here is one its first call does not wait for.
-      setImmediate(() => this.prepareTransports())
+      this.preparing = new Promise((resolve) => setImmediate(() => resolve(this.prepareTransports())))
     }
   }
 
-  /** Each transport's one-time setup, one after another; whatever fails there fails again, with its context, in a transfer. */
+  /**
+   * Each transport's one-time setup, one after another, none once the agent closes; whatever fails
+   * there fails again, with its context, in a transfer.
+   */
   private async prepareTransports(): Promise<void> {
     for (const transport of this.transports.values()) {
+      if (this.closing) return
       try {
         await transport.prepare?.()
       } catch {
@@ -398,11 +405,14 @@ export class Agent {
   }
 
   private async close(): Promise<void> {
+    this.closing = true
     clearInterval(this.lifeline)
     this.pending.abortAll("agent closing")
     this.fetches.close()
     for (const connection of this.accepted) connection.close()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
+    // What a prepare under way sets up is there to close.
+    await this.preparing
     for (const transport of this.transports.values()) await transport.close?.()
     if (tlsEndpoint(this.address) === undefined) fs.rmSync(this.options.address, { force: true })
   }
