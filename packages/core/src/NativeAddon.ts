@@ -83,8 +83,9 @@ const libcOfThisProcess = (): "gnu" | "musl" => {
   } catch {
     // No /proc: the report below.
   }
-  if (maps.includes("/ld-musl-")) return "musl"
-  if (/\/libc\.so\.6$/m.test(maps)) return "gnu"
+  if (/\/ld-musl-[^/]+\.so\.1$/m.test(maps)) return "musl"
+  // libc.so.6 since glibc 2.34, libc-2.31.so and the like before.
+  if (/\/libc(-[\d.]+)?\.so(\.6)?$/m.test(maps)) return "gnu"
   // Node's report names the glibc it runs on; musl has none.
   const header = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header
   return header?.glibcVersionRuntime !== undefined ? "gnu" : "musl"
