@@ -1,6 +1,7 @@
 /**
  * How many blocks of a size the host-memory cache lets circulate, and how fast that grows: small
- * blocks double up to 128 MiB of them, large ones add one up to 8, never more than the cache holds,
+ * blocks double up to 128 MiB of them (shared by all sizes past 8 blocks each), large ones add one up
+ * to 8, never more than the cache holds,
  * so that a loop of results collects once per allowance rather than after every call. A cache of
  * its own, of 256 MiB; collections are counted.
  */
@@ -66,6 +67,13 @@ describe("host memory cache allowance", () => {
   it("doubles the blocks of a small size that circulate, up to 128 MiB of them", async () => {
     const { held } = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
     expect(held).toHaveLength(128)
+    expectCollectsAt()
+  })
+
+  it("lets the sizes share the 128 MiB past 8 blocks each", async () => {
+    // 1 MiB holds its 120 MiB past 8 blocks since the first test: 2 MiB stops at 8 (it alone would reach 64).
+    const { held } = await climb(2 * MiB, [4, 8, 8])
+    expect(held).toHaveLength(8)
     expectCollectsAt()
   })
 

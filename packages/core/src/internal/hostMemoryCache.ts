@@ -7,27 +7,41 @@ const RECYCLE_MIN_BYTES = 1 << 20
 
 /** Blocks of one size out (alive, or dead and unproven) before a miss collects, at first (see HostMemoryCache). */
 const FIRST_BLOCKS_OUT = 2
-/** Blocks of one size may be out up to this many bytes together, when that is more than 8 of them. */
+/** Past 8 blocks each, the blocks of all sizes out may hold this many bytes together. */
 const MOST_BYTES_OUT = 128 * 2 ** 20
 /** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
 const DOUBLING_MAX_BYTES = 16 * 2 ** 20
 /**
  * The most blocks of one size out before a miss collects: 8, or as many as MOST_BYTES_OUT holds when
- * more (128 of 1 MiB), never more than the cache holds, and at least 2. Each idle collection then
- * turns all but one of them into idle blocks, which the cache keeps: a loop of results collects once
- * per allowance (a full collection of the actor's heap, some 10 ms), so small blocks, whose fresh
- * pages cost little, circulate by the dozen.
+ * more (128 of 1 MiB), less what the other sizes' blocks past 8 hold (`othersPast8`), never more than
+ * the cache holds, and at least 2. Each idle collection then turns all but one of them into idle
+ * blocks, which the cache keeps: a loop of results collects once per allowance (a full collection of
+ * the actor's heap, some 10 ms), so small blocks, whose fresh pages cost little, circulate by the dozen.
  */
-const mostBlocksOut = (byteLength: number, capacity: number): number =>
-  Math.max(FIRST_BLOCKS_OUT, Math.min(Math.floor(capacity / byteLength), Math.max(8, Math.floor(MOST_BYTES_OUT / byteLength))))
+const mostBlocksOut = (byteLength: number, capacity: number, othersPast8: number): number =>
+  Math.max(FIRST_BLOCKS_OUT, Math.min(Math.floor(capacity / byteLength), Math.max(8, Math.floor((MOST_BYTES_OUT - othersPast8) / byteLength))))
 
 /**
  * The allowance after an idle collection found `blocksOut` blocks of a size out: one block more, or
  * twice as many for blocks of DOUBLING_MAX_BYTES or less (a fresh one costs a few ms of page faults,
  * less than the collections a slow climb to their allowance would take), up to `mostBlocksOut`.
  */
-const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number): number =>
-  Math.min(mostBlocksOut(byteLength, capacity), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
+const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPast8: number): number =>
+  Math.min(mostBlocksOut(byteLength, capacity, othersPast8), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
+/**
+ * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache takes
+ * to let its whole allowance of that size circulate (the idle collections on the way raise it step
+ * by step, taking fresh pages meanwhile): how long a benchmark warms a size up before timing it.
+ */
+export const hostMemoryWarmCalls = (byteLength: number): number => {
+  const capacity = recycleCapacity()
+  if (byteLength < RECYCLE_MIN_BYTES || capacity === 0) return 0
+  const most = mostBlocksOut(byteLength, capacity, 0)
+  let calls = most
+  for (let blocks = FIRST_BLOCKS_OUT; blocks < most; blocks = raisedAllowance(byteLength, blocks, capacity, 0)) calls += blocks
+  return calls
+}
+
 /** How long a measured collection time stands for the next one. */
 const STALE_ESTIMATE_MS = 1000
 
@@ -90,7 +104,9 @@ class HostMemoryCache {
     const short = this.sizesRunningOut()
     if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
     this.runCollection(gc)
-    for (const byteLength of short) this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity))
+    for (const byteLength of short) {
+      this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPast8(byteLength)))
+    }
     // The registry's callbacks run later, as a task: what just died is made idle now.
     for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
   }
@@ -103,6 +119,13 @@ class HostMemoryCache {
   private worthCollecting(bytes: number): boolean {
     if (bytes < RECYCLE_MIN_BYTES) return false
     return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > STALE_ESTIMATE_MS
+  }
+
+  /** The bytes that the allowances of sizes other than `byteLength` let out past 8 blocks each. */
+  private othersPast8(byteLength: number): number {
+    let bytes = 0
+    for (const [size, blocks] of this.allowance) if (size !== byteLength && blocks > 8) bytes += (blocks - 8) * size
+    return bytes
   }
 
   private blocksOut(byteLength: number): number {
@@ -154,6 +177,8 @@ class HostMemoryCache {
       const evicted = stalest?.pop()
       if (evicted === undefined) return
       this.idleBytes -= evicted.byteLength
+      // A size that no longer fits idle gives its share of MOST_BYTES_OUT back: it climbs again if it comes back.
+      this.allowance.delete(evicted.byteLength)
     }
   }
 
