@@ -101,8 +101,8 @@ export interface BenchResult {
   readonly host: { readonly platform: string; readonly cpus: number; readonly cpuModel: string; readonly memoryGiB: number }
   readonly repeats: number
   readonly warmups: number
-  /** Calls of each size, all transports together, before its first timed run (warm-ups included). */
-  readonly steadyCalls: number
+  /** Calls of each size (in the order of `sizes`), all transports together, before its first timed run (warm-ups included). */
+  readonly steadyCalls: ReadonlyArray<number>
   readonly minTimeMs: number
   readonly actorEnv: ActorEnv
   readonly transports: ReadonlyArray<string>
@@ -176,9 +176,10 @@ const MAX_RUNS = 1000
 /** A pause before raw Gloo is timed, for what the actors do once idle after a cell (a garbage collection). */
 const SETTLE_MS = 100
 /**
- * Calls of a size before its first timed run, all transports together: core's host-memory cache
- * reaches its steady state (8 blocks of a size circulating) after about 30 calls of that size, and
- * every call before that may take fresh pages, whose faults cost more than the transfer.
+ * Calls of a size before its first timed run, all transports together: at least this many, and as
+ * many as core's host-memory cache takes to let its whole allowance of the size circulate
+ * (`hostMemoryWarmCalls`: 254 at 1 MiB, 35 at 64 MiB by default), since every call before that may
+ * take fresh pages, whose faults cost more than the transfer.
  */
 const STEADY_CALLS = 32
 
@@ -233,7 +234,8 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const { transports, modules } = await resolveTransports(options.across !== undefined && options.transports === undefined ? { ...options, transports: ["gloo"] } : options)
   const { sizes, loops, repeats, warmups, minTimeMs } = options
   // Loaded only now: `doctor` and argument errors work without core's runtime.
-  const { loadClusterConfig, start, transferSpanName } = await import("@tensorlane/core")
+  const { hostMemoryWarmCalls, loadClusterConfig, start, transferSpanName } = await import("@tensorlane/core")
+  const steadyCallsOf = (bytes: number): number => Math.max(STEADY_CALLS, hostMemoryWarmCalls(bytes))
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
   const across = options.across === undefined ? undefined : placement(options.across, loadClusterConfig(options.across.cluster))
   // Raw Gloo is a pair on this machine: no limit of a run across hosts.
@@ -314,7 +316,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         const tcp = await tcpMs(bytes)
         step(`TCP ${across ? `${across.producer} -> ${across.consumer}` : "loopback"} ${formatSize(bytes)}`)
         // Warm-ups run before the first timed run of the size, one per transport in turn: each
-        // transport's `warmups`, and more rounds until the size has been made STEADY_CALLS times. The
+        // transport's `warmups`, and more rounds until the size has been made steadyCallsOf(bytes) times. The
         // actors' host memory grows into a new size over its first calls (core's HostMemoryCache lets
         // one more block of it circulate after each collection, taking fresh pages meanwhile), which
         // is not to be charged to whichever transports come first. Before the run's first size, they go
@@ -322,7 +324,8 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         // its first few thousand calls, and the first cells timed would carry it (the cold table shows
         // a fresh cluster's calls).
         const optimisedBy = bytes === sizes[0] ? performance.now() + OPTIMISING_CELLS * minTimeMs : 0
-        for (let round = 0, calls = 0; round < warmups || calls < STEADY_CALLS || performance.now() < optimisedBy; round++) {
+        const steadyCalls = steadyCallsOf(bytes)
+        for (let round = 0, calls = 0; round < warmups || calls < steadyCalls || performance.now() < optimisedBy; round++) {
           for (const transport of transports) {
             await timeScenario(cluster, { ...scenarioOf(transport, bytes, "released"), warmups: 1, repeats: 0, minTimeMs: 0 })
             calls++
@@ -389,7 +392,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     },
     repeats,
     warmups,
-    steadyCalls: STEADY_CALLS,
+    steadyCalls: sizes.map(steadyCallsOf),
     minTimeMs,
     actorEnv: options.actorEnv,
     transports,

@@ -2,6 +2,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
+import { hostMemoryWarmCalls } from "@tensorlane/core"
 import { afterAll, describe, expect, it } from "vitest"
 import type { BenchResult } from "../src/Bench.ts"
 import { tensorlane } from "./cli.ts"
@@ -49,7 +50,7 @@ describe("tensorlane bench", () => {
     expect(result).toMatchObject({
       repeats: 3,
       warmups: 2,
-      steadyCalls: 32,
+      steadyCalls: [32, hostMemoryWarmCalls(1 << 20)],
       minTimeMs: 0,
       actorEnv: { producer: {}, consumer: {} },
       sizes: [4096, 1 << 20],

@@ -48,7 +48,7 @@ describe("chart", () => {
     host: { platform: "linux x64", cpus: 2, cpuModel: "test", memoryGiB: 24 },
     repeats: 7,
     warmups: 2,
-    steadyCalls: 32,
+    steadyCalls: [32, 254],
     minTimeMs: 0,
     actorEnv: { producer: {}, consumer: {} },
     transports: ["a<b"],

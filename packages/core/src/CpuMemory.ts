@@ -11,7 +11,7 @@ import { nextStorageId } from "./internal/allocatorState.js"
 import { forceGc, hostMemory } from "./internal/hostMemoryCache.js"
 import { checkIndex } from "./internal/layout.js"
 
-export { recycleHostMemory } from "./internal/hostMemoryCache.js"
+export { hostMemoryWarmCalls, recycleHostMemory } from "./internal/hostMemoryCache.js"
 
 class HostStorage implements Storage {
   readonly id = nextStorageId()

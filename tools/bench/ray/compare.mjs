@@ -7,6 +7,9 @@
  * counted by Python and freed as the expression ends: its one loop is both). Then one table, each
  * tensorlane transport beside the Ray path it replaces (nixl beside RDT over Gloo, Ray's fastest
  * path between CPU actors). tensorlane runs first, Ray after a pause; both time the same number of runs.
+ * Each row also names the limit its tensorlane transport moves bytes at, measured in tensorlane's run
+ * (raw Gloo for gloo, TCP loopback for object-store, memcpy for nixl), and Ray over that limit: the
+ * most any runtime whose call cost nothing but that transfer could be ahead of Ray.
  *   node tools/bench/ray/compare.mjs [--sizes 4KiB,4MiB,64MiB,256MiB] [--repeats 21] [--warmups 2]
  *     [--settle-s 60] [--no-setup] [--json <file>]
  * Ray and torch come from PyPI into .tools/ray-venv (setup-venv.sh, about 5.6 GB; never run by CI).
@@ -64,7 +67,7 @@ await new Promise((resolve) => setTimeout(resolve, Number(values["settle-s"]) * 
 
 process.stderr.write("Ray: RDT over Gloo and the object store...\n")
 const ray = JSON.parse(
-  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups, "--steady-calls", String(ours.steadyCalls)], {
+  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups, "--steady-calls", ours.steadyCalls.join(",")], {
     ...process.env,
     RAY_AUTH_MODE: "disabled",
   }),
@@ -74,21 +77,27 @@ fs.rmSync(scratch, { recursive: true, force: true })
 
 const rayMs = (path, bytes) => ray.rows.find((r) => r.path === path && r.bytes === bytes).medianMs
 const oursMs = (transport, loop, bytes) => ours.rows.find((r) => r.transport === transport && r.loop === loop && r.bytes === bytes).medianMs
+const limitOf = { gloo: ["raw Gloo", "rawGlooMs"], "object-store": ["TCP loopback", "tcpMs"], nixl: ["memcpy", "memcpyMs"] }
+const limitMs = (transport, bytes) => ours.limits.find((l) => l.bytes === bytes)[limitOf[transport][1]]
 const ms = (x) => x.toFixed(2)
 const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
 
 console.log(
-  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${ours.steadyCalls} calls per size, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
+  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${sizes.map((bytes, i) => `${ours.steadyCalls[i]} calls at ${formatSize(bytes)}`).join(", ")}, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
 )
-console.log("| size | tensorlane transport | Ray path | Ray ms | tensorlane released ms | tensorlane natural ms | Ray / released | Ray / natural |")
-console.log("|---|---|---|---|---|---|---|---|")
+console.log("| size | tensorlane transport | Ray path | Ray ms | tensorlane released ms | tensorlane natural ms | Ray / released | Ray / natural | limit | limit ms | Ray / limit |")
+console.log("|---|---|---|---|---|---|---|---|---|---|---|")
 const rayPathOf = { gloo: "ray-rdt-gloo", "object-store": "ray-object-store", nixl: "ray-rdt-gloo" }
 for (const bytes of sizes) {
   for (const [transport, path] of Object.entries(rayPathOf)) {
     const r = rayMs(path, bytes)
     const released = oursMs(transport, "released", bytes)
     const natural = oursMs(transport, "natural", bytes)
-    console.log(`| ${formatSize(bytes)} | ${transport} | ${path} | ${ms(r)} | ${ms(released)} | ${ms(natural)} | ${times(r, released)} | ${times(r, natural)} |`)
+    const limit = limitMs(transport, bytes)
+    const limitCells = limit === undefined ? "— | —" : `${limit.toFixed(3)} | ${times(r, limit)}`
+    console.log(
+      `| ${formatSize(bytes)} | ${transport} | ${path} | ${ms(r)} | ${ms(released)} | ${ms(natural)} | ${times(r, released)} | ${times(r, natural)} | ${limitOf[transport][0]} | ${limitCells} |`,
+    )
   }
 }
 if (values.json !== undefined) fs.writeFileSync(values.json, `${JSON.stringify({ ray, tensorlane: ours }, null, 2)}\n`)

@@ -39,10 +39,14 @@ def main():
     parser.add_argument("--sizes", required=True, help="bytes, comma-separated")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmups", type=int, default=2)
-    # compare.mjs passes tensorlane's figure (its bench JSON's steadyCalls).
-    parser.add_argument("--steady-calls", type=int, default=32)
+    # compare.mjs passes tensorlane's figures (its bench JSON's steadyCalls), one per size.
+    parser.add_argument("--steady-calls", default="32", help="calls of each size before timing it, comma-separated, or one for all")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    steady = [int(s) for s in args.steady_calls.split(",")]
+    steady = steady * len(sizes) if len(steady) == 1 else steady
+    if len(steady) != len(sizes):
+        parser.error(f"--steady-calls names {len(steady)} sizes' calls, --sizes {len(sizes)} sizes")
 
     # Loopback only: the node's address and Gloo's interface (actor processes inherit the environment).
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -60,10 +64,10 @@ def main():
             raise RuntimeError(f"{path}: the consumer saw {numel} elements, {n // 4} expected")
         return ms
 
-    for n in sizes:
+    for n, steady_calls in zip(sizes, steady):
         # Warm-ups as tensorlane's bench runs them: each path's, in turn, and more rounds until the
-        # size has been made --steady-calls times.
-        for _ in range(max(args.warmups, -(-args.steady_calls // len(paths)))):
+        # size has been made its --steady-calls times.
+        for _ in range(max(args.warmups, -(-steady_calls // len(paths)))):
             for path, make in paths.items():
                 call(path, make, n)
         for path, make in paths.items():
