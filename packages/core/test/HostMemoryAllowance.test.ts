@@ -1,13 +1,13 @@
 /**
  * How many blocks of a size the host-memory cache lets circulate, and how fast that grows: small
- * blocks double up to 128 MiB of them (shared by all sizes past 8 blocks each), large ones add one up
- * to 8, never more than the cache holds,
- * so that a loop of results collects once per allowance rather than after every call. A cache of
- * its own, of 256 MiB; collections are counted.
+ * blocks double up to 128 MiB of them (shared by the sizes in use past 8 blocks each), large ones add
+ * one up to 8, never more than the cache holds, so that a loop of results collects once per
+ * allowance rather than after every call. A fresh cache of 256 MiB for each test; collections are
+ * counted.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest"
 
 const MiB = 1 << 20
 const realGc = (() => {
@@ -20,14 +20,19 @@ const nextJob = () => new Promise((resolve) => setImmediate(resolve))
 
 let allocator: typeof import("../src/CpuMemory.js")
 
-beforeAll(async () => {
+beforeAll(() => {
   ;(globalThis as { gc?: () => void }).gc = () => {
     collections++
     realGc()
   }
   vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", String(256 * MiB))
+})
+
+beforeEach(async () => {
   vi.resetModules()
   allocator = await import("../src/CpuMemory.js")
+  // What an earlier test dropped must not count as this cache's blocks (it has none yet).
+  realGc()
 })
 
 afterAll(() => {
@@ -70,10 +75,22 @@ describe("host memory cache allowance", () => {
     expectCollectsAt()
   })
 
-  it("lets the sizes share the 128 MiB past 8 blocks each", async () => {
-    // 1 MiB holds its 120 MiB past 8 blocks since the first test: 2 MiB stops at 8 (it alone would reach 64).
+  it("lets the sizes in use share the 128 MiB past 8 blocks each", async () => {
+    const { held: small } = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
+    // 1 MiB holds 120 MiB past its 8 blocks: 2 MiB stops at 8 (it alone would reach 64).
     const { held } = await climb(2 * MiB, [4, 8, 8])
-    expect(held).toHaveLength(8)
+    expect([small.length, held.length]).toEqual([128, 8])
+    expectCollectsAt()
+  })
+
+  it("takes the share back from a size no longer allocated", async () => {
+    await climb(MiB, [4, 8, 16, 32, 64, 128])
+    // Over 1024 allocations since 1 MiB's last, of a size that claims no share (8 blocks of 32 MiB
+    // fill a cache of 256 MiB): 1 MiB no longer holds its share, and 4 MiB climbs to 32 blocks.
+    for (let i = 0; i < 1100; i++) allocator.cpuAllocator.allocate(32 * MiB)
+    await nextJob()
+    const { held } = await climb(4 * MiB, [4, 8, 16, 32, 32])
+    expect(held).toHaveLength(32)
     expectCollectsAt()
   })
 
@@ -88,9 +105,6 @@ describe("host memory cache allowance", () => {
   })
 
   it("collects nothing while every size has fewer blocks out than its allowance", async () => {
-    // What earlier tests held is garbage now: this collection turns it idle.
-    await nextJob()
-    allocator.recycleHostMemory(1 << 30)
     const { held, out } = await climb(3 * MiB, [4])
     expect([held.length, out]).toEqual([2, 4])
     await nextJob()

@@ -9,6 +9,8 @@ const RECYCLE_MIN_BYTES = 1 << 20
 const FIRST_BLOCKS_OUT = 2
 /** Past 8 blocks each, the blocks of all sizes out may hold this many bytes together. */
 const MOST_BYTES_OUT = 128 * 2 ** 20
+/** A size not taken in this many allocations (of any size) no longer holds its share of MOST_BYTES_OUT. */
+const STALE_TAKES = 1024
 /** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
 const DOUBLING_MAX_BYTES = 16 * 2 ** 20
 /**
@@ -29,9 +31,10 @@ const mostBlocksOut = (byteLength: number, capacity: number, othersPast8: number
 const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPast8: number): number =>
   Math.min(mostBlocksOut(byteLength, capacity, othersPast8), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
 /**
- * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache takes
- * to let its whole allowance of that size circulate (the idle collections on the way raise it step
- * by step, taking fresh pages meanwhile): how long a benchmark warms a size up before timing it.
+ * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache of
+ * this process's capacity takes at least to let its whole allowance of that size circulate (the idle
+ * collections on the way raise it step by step, taking fresh pages meanwhile; a collection that
+ * would not pay for itself yet comes later): how long a benchmark warms a size up before timing it.
  */
 export const hostMemoryWarmCalls = (byteLength: number): number => {
   const capacity = recycleCapacity()
@@ -121,11 +124,24 @@ class HostMemoryCache {
     return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > STALE_ESTIMATE_MS
   }
 
-  /** The bytes that the allowances of sizes other than `byteLength` let out past 8 blocks each. */
+  /**
+   * The bytes that the allowances of sizes other than `byteLength` let out past 8 blocks each; a size
+   * not taken in the last STALE_TAKES allocations gives its share back first (the program moved on).
+   */
   private othersPast8(byteLength: number): number {
     let bytes = 0
-    for (const [size, blocks] of this.allowance) if (size !== byteLength && blocks > 8) bytes += (blocks - 8) * size
+    for (const [size, blocks] of this.allowance) {
+      if (size === byteLength || blocks <= 8) continue
+      if (this.takes - (this.lastTaken.get(size) ?? 0) > STALE_TAKES) this.trimToBase(size)
+      else bytes += (blocks - 8) * size
+    }
     return bytes
+  }
+
+  /** A size's allowance past 8 blocks goes back to the shared MOST_BYTES_OUT. */
+  private trimToBase(byteLength: number): void {
+    const blocks = this.allowance.get(byteLength)
+    if (blocks !== undefined && blocks > 8) this.allowance.set(byteLength, 8)
   }
 
   private blocksOut(byteLength: number): number {
@@ -177,8 +193,8 @@ class HostMemoryCache {
       const evicted = stalest?.pop()
       if (evicted === undefined) return
       this.idleBytes -= evicted.byteLength
-      // A size that no longer fits idle gives its share of MOST_BYTES_OUT back: it climbs again if it comes back.
-      this.allowance.delete(evicted.byteLength)
+      // A size that no longer fits idle gives its share of MOST_BYTES_OUT back, and keeps its 8 blocks.
+      this.trimToBase(evicted.byteLength)
     }
   }
 
