@@ -18,6 +18,7 @@ import { receiveLabel, receiveObject } from "../receiveObject.js"
 import { tensorMeta } from "../tensorMeta.js"
 import { loadTransports, promiseFaces, unknownTransport } from "../transportRegistry.js"
 import { type WireTensor, fromWireTensor } from "../wireTensor.js"
+import { settledWithin } from "../waits.js"
 import { toWireError } from "../wireError.js"
 import { Fetches } from "./Fetches.js"
 import { type AgentEvent, Memberships } from "./Memberships.js"
@@ -76,6 +77,9 @@ export interface AgentOptions {
   /** Runs the commands the main thread has posted and this thread has not taken in yet. */
   readonly takeQueuedCommands: () => void
 }
+
+/** The longest a closing agent waits for its transports' prepare (the driver gives a process 2 s to shut down). */
+const PREPARE_WAIT_MS = 1000
 
 /** What the main thread gives its agent when it starts it (the rest are the worker's own functions). */
 export type AgentWorkerData = Omit<AgentOptions, "emit" | "takeQueuedCommands">
@@ -411,8 +415,9 @@ export class Agent {
     this.fetches.close()
     for (const connection of this.accepted) connection.close()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
-    // What a prepare under way sets up is there to close.
-    await this.preparing
+    // What a prepare under way sets up is there to close; one that does not end is waited for only
+    // so long, within the time the driver gives a process to shut down.
+    await settledWithin([this.preparing], PREPARE_WAIT_MS)
     for (const transport of this.transports.values()) await transport.close?.()
     if (tlsEndpoint(this.address) === undefined) fs.rmSync(this.options.address, { force: true })
   }
