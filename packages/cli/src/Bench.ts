@@ -318,7 +318,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         // Warm-ups run before the first timed run of the size, one per transport in turn: each
         // transport's `warmups`, and more rounds until the size has been made steadyCallsOf(bytes) times. The
         // actors' host memory grows into a new size over its first calls (core's HostMemoryCache lets
-        // one more block of it circulate after each collection, taking fresh pages meanwhile), which
+        // more blocks of it circulate after each collection, taking fresh pages meanwhile), which
         // is not to be charged to whichever transports come first. Before the run's first size, they go
         // on for OPTIMISING_CELLS times minTimeMs as well: the processes' JavaScript is optimised over
         // its first few thousand calls, and the first cells timed would carry it (the cold table shows

@@ -78,7 +78,7 @@ fs.rmSync(scratch, { recursive: true, force: true })
 const rayMs = (path, bytes) => ray.rows.find((r) => r.path === path && r.bytes === bytes).medianMs
 const oursMs = (transport, loop, bytes) => ours.rows.find((r) => r.transport === transport && r.loop === loop && r.bytes === bytes).medianMs
 const limitOf = { gloo: ["raw Gloo", "rawGlooMs"], "object-store": ["TCP loopback", "tcpMs"], nixl: ["memcpy", "memcpyMs"] }
-const limitMs = (transport, bytes) => ours.limits.find((l) => l.bytes === bytes)[limitOf[transport][1]]
+const limitMs = (transport, bytes) => ours.limits.find((l) => l.bytes === bytes)?.[limitOf[transport][1]]
 const ms = (x) => x.toFixed(2)
 const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
 
