@@ -30,6 +30,7 @@ const mostBlocksOut = (byteLength: number, capacity: number, othersPast8: number
  */
 const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPast8: number): number =>
   Math.min(mostBlocksOut(byteLength, capacity, othersPast8), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
+
 /**
  * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache of
  * this process's capacity takes at least to let its whole allowance of that size circulate (the idle
@@ -107,6 +108,7 @@ class HostMemoryCache {
     const short = this.sizesRunningOut()
     if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
     this.runCollection(gc)
+    this.trimStaleShares(short)
     for (const byteLength of short) {
       this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPast8(byteLength)))
     }
@@ -124,18 +126,18 @@ class HostMemoryCache {
     return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > STALE_ESTIMATE_MS
   }
 
-  /**
-   * The bytes that the allowances of sizes other than `byteLength` let out past 8 blocks each; a size
-   * not taken in the last STALE_TAKES allocations gives its share back first (the program moved on).
-   */
+  /** The bytes that the allowances of sizes other than `byteLength` let out past 8 blocks each. */
   private othersPast8(byteLength: number): number {
     let bytes = 0
-    for (const [size, blocks] of this.allowance) {
-      if (size === byteLength || blocks <= 8) continue
-      if (this.takes - (this.lastTaken.get(size) ?? 0) > STALE_TAKES) this.trimToBase(size)
-      else bytes += (blocks - 8) * size
-    }
+    for (const [size, blocks] of this.allowance) if (size !== byteLength && blocks > 8) bytes += (blocks - 8) * size
     return bytes
+  }
+
+  /** Sizes not taken in the last STALE_TAKES allocations, but those being raised, give their share back (the program moved on). */
+  private trimStaleShares(raising: ReadonlyArray<number>): void {
+    for (const size of this.allowance.keys()) {
+      if (!raising.includes(size) && this.takes - (this.lastTaken.get(size) ?? 0) > STALE_TAKES) this.trimToBase(size)
+    }
   }
 
   /** A size's allowance past 8 blocks goes back to the shared MOST_BYTES_OUT. */
