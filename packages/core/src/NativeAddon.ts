@@ -329,10 +329,22 @@ export const libraryFix = (spec: NativeLibrarySpec): string => {
  * (`npx tensorlane install`); <repo>/.tools/libraries in every ancestor of the package and of the
  * working directory (the checkout's setup); Python's site-packages; the system path (bare names, last).
  */
-export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string> => [...new Set(candidatePaths(spec))]
+export const libraryCandidates = (spec: NativeLibrarySpec): ReadonlyArray<string> => [...candidatePaths(spec)]
 
-/** The candidates in order, made as they are asked for: Python's site-packages (a python3 run, 100 ms) only when no earlier one did. */
+/**
+ * The candidates in order, each once, made as they are asked for: Python's site-packages (a python3
+ * run, 100 ms) only when no earlier one did.
+ */
 function* candidatePaths(spec: NativeLibrarySpec): Generator<string> {
+  const seen = new Set<string>()
+  for (const path of allCandidatePaths(spec)) {
+    if (seen.has(path)) continue
+    seen.add(path)
+    yield path
+  }
+}
+
+function* allCandidatePaths(spec: NativeLibrarySpec): Generator<string> {
   const override = readSetting(overrideSetting(spec))
   if (override !== undefined && spec.override.names === "file") {
     yield override
@@ -352,11 +364,10 @@ function* candidatePaths(spec: NativeLibrarySpec): Generator<string> {
  * naming every path tried, why each existing one failed, and the fix otherwise.
  */
 export const loadNativeLibrary = <R>(spec: NativeLibrarySpec, load: (path: string) => R): { readonly loaded: R; readonly path: string } => {
-  const tried = new Set<string>()
+  const candidates: Array<string> = []
   const failures: Array<string> = []
   for (const path of candidatePaths(spec)) {
-    if (tried.has(path)) continue
-    tried.add(path)
+    candidates.push(path)
     // Paths that do not exist are skipped without a dlopen; bare names go to the system's search.
     if (path.includes("/") && !fs.existsSync(path)) continue
     try {
@@ -365,7 +376,6 @@ export const loadNativeLibrary = <R>(spec: NativeLibrarySpec, load: (path: strin
       failures.push(error instanceof Error ? error.message : String(error))
     }
   }
-  const candidates = [...tried]
   const fix = libraryFix(spec)
   throw new NativeLibraryError({
     message: `${spec.description ?? spec.library} cannot be loaded. Tried: ${candidates.join(", ")}${failures.length > 0 ? ` (${failures.join("; ")})` : ""}. Fix: ${fix}`,
