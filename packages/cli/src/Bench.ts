@@ -178,7 +178,7 @@ const SETTLE_MS = 100
 /**
  * Calls of a size before its first timed run, all transports together: at least this many, and as
  * many as core's host-memory cache takes to let its whole allowance of the size circulate
- * (`hostMemoryWarmCalls`: 254 at 1 MiB, 35 at 64 MiB by default), since every call before that may
+ * (`hostMemoryWarmCalls`: 254 at 1 MiB, 135 at 64 MiB by default), since every call before that may
  * take fresh pages, whose faults cost more than the transfer.
  */
 const STEADY_CALLS = 32

@@ -1,9 +1,9 @@
 /**
  * How many blocks of a size the host-memory cache lets circulate, and how fast that grows: small
- * blocks double up to 128 MiB of them (shared by the sizes in use past 8 blocks each), large ones add
- * one up to 8, never more than the cache holds, so that a loop of results collects once per
- * allowance rather than after every call. A fresh cache of 256 MiB for each test; collections are
- * counted.
+ * blocks double up to 128 MiB of them (shared by the sizes in use past 16 blocks each), large ones add
+ * one up to 16, never more than the cache holds, so that a loop of results collects once per
+ * allowance rather than after every call. A fresh cache of 256 MiB for each test (1 GiB where said);
+ * collections are counted.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -25,15 +25,18 @@ beforeAll(() => {
     collections++
     realGc()
   }
-  vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", String(256 * MiB))
 })
 
-beforeEach(async () => {
+/** A fresh cache of `bytes` (the capacity is read as the cache is made). */
+const freshCache = async (bytes: number) => {
+  vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", String(bytes))
   vi.resetModules()
   allocator = await import("../src/CpuMemory.js")
   // What an earlier test dropped must not count as this cache's blocks (it has none yet).
   realGc()
-})
+}
+
+beforeEach(() => freshCache(256 * MiB))
 
 afterAll(() => {
   delete (globalThis as { gc?: () => void }).gc
@@ -75,11 +78,11 @@ describe("host memory cache allowance", () => {
     expectCollectsAt()
   })
 
-  it("lets the sizes in use share the 128 MiB past 8 blocks each", async () => {
+  it("lets the sizes in use share the 128 MiB past 16 blocks each", async () => {
     const { held: small } = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
-    // 1 MiB holds 120 MiB past its 8 blocks: 2 MiB stops at 8 (it alone would reach 64).
-    const { held } = await climb(2 * MiB, [4, 8, 8])
-    expect([small.length, held.length]).toEqual([128, 8])
+    // 1 MiB holds 112 MiB past its 16 blocks: 2 MiB stops at 16 (it alone would reach 64).
+    const { held } = await climb(2 * MiB, [4, 8, 16, 16])
+    expect([small.length, held.length]).toEqual([128, 16])
     expectCollectsAt()
   })
 
@@ -94,7 +97,8 @@ describe("host memory cache allowance", () => {
     expectCollectsAt()
   })
 
-  it("adds one block of a large size at a time, up to 8, or what the whole cache holds", async () => {
+  it("adds one block of a large size at a time, up to what the whole cache holds", async () => {
+    // Eight blocks of 32 MiB fill the cache of 256 MiB.
     const { held } = await climb(32 * MiB, [3, 4, 5, 6, 7, 8, 8])
     expect(held).toHaveLength(8)
     expectCollectsAt()
@@ -102,6 +106,23 @@ describe("host memory cache allowance", () => {
     const { held: two } = await climb(128 * MiB, [2, 2])
     expect(two).toHaveLength(2)
     expectCollectsAt()
+  })
+
+  it("lets 16 blocks of a large size circulate where the cache holds them", async () => {
+    await freshCache(1 << 30)
+    // A loop of results dropped at once, an idle moment after each: once its allowance has climbed,
+    // one collection per 16 calls.
+    const loop = async (calls: number) => {
+      const before = collections
+      for (let i = 0; i < calls; i++) {
+        allocator.cpuAllocator.allocate(32 * MiB).bytes[0] = 1
+        await nextJob()
+        allocator.recycleHostMemory(32 * MiB)
+      }
+      return collections - before
+    }
+    await loop(256)
+    expect(await loop(64)).toBe(4)
   })
 
   it("collects nothing while every size has fewer blocks out than its allowance", async () => {

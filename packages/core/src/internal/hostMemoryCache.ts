@@ -7,29 +7,35 @@ const RECYCLE_MIN_BYTES = 1 << 20
 
 /** Blocks of one size out (alive, or dead and unproven) before a miss collects, at first (see HostMemoryCache). */
 const FIRST_BLOCKS_OUT = 2
-/** Past 8 blocks each, the blocks of all sizes out may hold this many bytes together. */
+/** Blocks of one size that may be out once it has climbed there, where the cache holds them (see mostBlocksOut). */
+const BASE_BLOCKS_OUT = 16
+/** Past BASE_BLOCKS_OUT blocks each, the blocks of all sizes out may hold this many bytes together. */
 const MOST_BYTES_OUT = 128 * 2 ** 20
 /** A size not taken in this many allocations (of any size) no longer holds its share of MOST_BYTES_OUT. */
 const STALE_TAKES = 1024
 /** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
 const DOUBLING_MAX_BYTES = 16 * 2 ** 20
 /**
- * The most blocks of one size out before a miss collects: 8, or as many as MOST_BYTES_OUT holds when
- * more (128 of 1 MiB), less what the other sizes' blocks past 8 hold (`othersPast8`), never more than
- * the cache holds, and at least 2. Each idle collection then turns all but one of them into idle
- * blocks, which the cache keeps: a loop of results collects once per allowance (a full collection of
- * the actor's heap, some 10 ms), so small blocks, whose fresh pages cost little, circulate by the dozen.
+ * The most blocks of one size out before a miss collects: BASE_BLOCKS_OUT, or as many as
+ * MOST_BYTES_OUT holds when more (128 of 1 MiB), less what the other sizes' blocks past their base
+ * hold (`othersPastBase`), never more than the cache holds (a default cache of 1 GiB: 16 of 64 MiB, 4
+ * of 256 MiB), and at least 2. Each idle collection then turns all but one of them into idle blocks,
+ * which the cache keeps: a loop of results collects once per allowance (a full collection of the
+ * actor's heap, 10 to 20 ms), so the fewer collections, the less of the loop's time they take.
  */
-const mostBlocksOut = (byteLength: number, capacity: number, othersPast8: number): number =>
-  Math.max(FIRST_BLOCKS_OUT, Math.min(Math.floor(capacity / byteLength), Math.max(8, Math.floor((MOST_BYTES_OUT - othersPast8) / byteLength))))
+const mostBlocksOut = (byteLength: number, capacity: number, othersPastBase: number): number =>
+  Math.max(
+    FIRST_BLOCKS_OUT,
+    Math.min(Math.floor(capacity / byteLength), Math.max(BASE_BLOCKS_OUT, Math.floor((MOST_BYTES_OUT - othersPastBase) / byteLength))),
+  )
 
 /**
  * The allowance after an idle collection found `blocksOut` blocks of a size out: one block more, or
  * twice as many for blocks of DOUBLING_MAX_BYTES or less (a fresh one costs a few ms of page faults,
  * less than the collections a slow climb to their allowance would take), up to `mostBlocksOut`.
  */
-const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPast8: number): number =>
-  Math.min(mostBlocksOut(byteLength, capacity, othersPast8), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
+const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPastBase: number): number =>
+  Math.min(mostBlocksOut(byteLength, capacity, othersPastBase), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
 
 /**
  * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache of
@@ -77,8 +83,8 @@ export const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () 
  * miss takes fresh memory while fewer than a size's allowance of blocks are out; an idle collection
  * runs once a size has its allowance out and none idle, recycles all but the one still held, and
  * raises that size's allowance (`raisedAllowance`, from 2 up to `mostBlocksOut`): a long loop of
- * results ends up collecting once every 8 calls or more instead of after each, while a short one pays
- * for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds the memory to what
+ * results ends up collecting once per allowance (4 to 128 blocks) instead of after each call, while a
+ * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds the memory to what
  * the program really holds.
  */
 class HostMemoryCache {
@@ -110,7 +116,7 @@ class HostMemoryCache {
     this.runCollection(gc)
     this.trimStaleShares(short)
     for (const byteLength of short) {
-      this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPast8(byteLength)))
+      this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPastBase(byteLength)))
     }
     // The registry's callbacks run later, as a task: what just died is made idle now.
     for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
@@ -126,10 +132,10 @@ class HostMemoryCache {
     return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > STALE_ESTIMATE_MS
   }
 
-  /** The bytes that the allowances of sizes other than `byteLength` let out past 8 blocks each. */
-  private othersPast8(byteLength: number): number {
+  /** The bytes that the allowances of sizes other than `byteLength` let out past their base each. */
+  private othersPastBase(byteLength: number): number {
     let bytes = 0
-    for (const [size, blocks] of this.allowance) if (size !== byteLength && blocks > 8) bytes += (blocks - 8) * size
+    for (const [size, blocks] of this.allowance) if (size !== byteLength && blocks > BASE_BLOCKS_OUT) bytes += (blocks - BASE_BLOCKS_OUT) * size
     return bytes
   }
 
@@ -140,10 +146,10 @@ class HostMemoryCache {
     }
   }
 
-  /** A size's allowance past 8 blocks goes back to the shared MOST_BYTES_OUT. */
+  /** A size's allowance past BASE_BLOCKS_OUT goes back to the shared MOST_BYTES_OUT. */
   private trimToBase(byteLength: number): void {
     const blocks = this.allowance.get(byteLength)
-    if (blocks !== undefined && blocks > 8) this.allowance.set(byteLength, 8)
+    if (blocks !== undefined && blocks > BASE_BLOCKS_OUT) this.allowance.set(byteLength, BASE_BLOCKS_OUT)
   }
 
   private blocksOut(byteLength: number): number {
@@ -195,7 +201,7 @@ class HostMemoryCache {
       const evicted = stalest?.pop()
       if (evicted === undefined) return
       this.idleBytes -= evicted.byteLength
-      // A size that no longer fits idle gives its share of MOST_BYTES_OUT back, and keeps its 8 blocks.
+      // A size that no longer fits idle gives its share of MOST_BYTES_OUT back, and keeps its base.
       this.trimToBase(evicted.byteLength)
     }
   }

@@ -22,8 +22,8 @@ const MIN_ALLOWANCE_BYTES = 16 << 20
 
 /**
  * The allowance of bytes for a host cache of `capacity` bytes: half of it. HostMemoryCache lets at
- * least that much be out of any one size of a sixteenth of the cache or more (eight blocks, or as
- * many as the cache holds) before a miss there collects on the spot, and the marking starts at half
+ * least that much be out of any one size of a thirty-second of the cache or more (sixteen blocks, or
+ * as many as the cache holds) before a miss there collects on the spot, and the marking starts at half
  * the allowance, so that its frees reach a producer before its cache runs out of blocks. Each
  * collection marks the driver's whole heap whatever it frees: the fewer, the cheaper.
  */
