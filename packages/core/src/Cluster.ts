@@ -133,6 +133,7 @@ export class Cluster implements AsyncDisposable {
         cluster!.objects.free(entry)
       },
       (entry) => dropped.made(entry),
+      () => dropped.created(),
     )
     const tracker: RefTracker = { acquire: (id) => directory.acquire(id), release: (id) => directory.release(id), cluster: identity }
     // The cluster engine's modules (Hosts) load only for a cluster across hosts: they would double the

@@ -1,9 +1,10 @@
 /**
- * The driver's count of what objects made since its last collection hold at their producers: an
- * incremental collection past half the allowance (in bytes, or in objects), a full one past all of
- * it, none for objects released by hand, and a fresh count after each.
+ * The driver's count of what objects made since its last collection hold at their producers: past
+ * half the allowance (in bytes, or in objects) a collection right after the program's next call (or
+ * after a while without one), past all of it one at once, none for objects released by hand, and a
+ * fresh count after each.
  */
-import { describe, expect, it, vi } from "vitest"
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import { DroppedRefs, MAX_UNPROVEN_OBJECTS, droppedRefAllowance } from "../src/internal/driver/DroppedRefs.js"
 import type { Entry } from "../src/internal/objectDirectory.js"
 
@@ -19,52 +20,45 @@ const entry = (id: string, nbytes: number): Entry =>
 const nextTask = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 describe("DroppedRefs", () => {
-  it("starts an incremental collection past half the allowance, runs a full one past all of it, then counts afresh", async () => {
-    const dropped = new DroppedRefs(4 * MiB)
-    for (let i = 0; i < 2; i++) dropped.made(entry(`o${i}`, MiB))
-    expect(dropped.markings).toBe(0)
-    dropped.made(entry("o2", MiB))
-    expect(dropped.markings).toBe(1)
-    // Objects made while the marking runs count beside those it has yet to prove dropped.
-    dropped.made(entry("o3", MiB))
-    await nextTask()
-    expect(dropped.collections).toBe(0)
-    dropped.made(entry("o4", MiB))
-    await nextTask()
-    expect(dropped.collections).toBe(1)
-    // Objects made before the collection no longer count, whether freed since or not.
-    dropped.freed(entry("o0", MiB))
-    for (let i = 5; i < 7; i++) dropped.made(entry(`o${i}`, MiB))
-    await nextTask()
-    expect(dropped.collections).toBe(1)
-    expect(dropped.markings).toBe(1)
+  const gc = vi.fn()
+  beforeEach(() => {
+    gc.mockClear()
+    vi.stubGlobal("gc", gc)
+  })
+  afterEach(() => {
+    vi.unstubAllGlobals()
   })
 
-  it("leaves the collection to V8's incremental marking: dropped objects are freed without a full collection of the driver's", async () => {
-    const gc = vi.fn()
-    vi.stubGlobal("gc", gc)
-    try {
-      const dropped = new DroppedRefs(4 * MiB)
-      const freed = new Set<string>()
-      const refs = new FinalizationRegistry<string>((id) => {
-        freed.add(id)
-        dropped.freed(entry(id, MiB))
-      })
-      for (let i = 0; i < 3; i++) {
-        refs.register({}, `o${i}`)
-        dropped.made(entry(`o${i}`, MiB))
-      }
-      expect(dropped.markings).toBe(1)
-      await vi.waitFor(() => expect(freed.size).toBe(3), { timeout: 5_000, interval: 50 })
-      // The marking has ended: what it proved is no longer counted, so 3 MiB more start another.
-      for (let i = 3; i < 6; i++) dropped.made(entry(`o${i}`, MiB))
-      await nextTask()
-      expect(dropped.markings).toBe(2)
-      expect(dropped.collections).toBe(0)
-      expect(gc).not.toHaveBeenCalled()
-    } finally {
-      vi.unstubAllGlobals()
-    }
+  it("collects right after the next call past half the allowance, at once past all of it, then counts afresh", async () => {
+    const dropped = new DroppedRefs(4 * MiB)
+    for (let i = 0; i < 3; i++) dropped.made(entry(`o${i}`, MiB))
+    expect(dropped.isDue).toBe(true)
+    await nextTask()
+    expect(dropped.collections).toBe(0)
+    // The program's next call: the collection runs once the job that made it ends.
+    dropped.created()
+    expect(dropped.collections).toBe(0)
+    await nextTask()
+    expect([dropped.collections, dropped.isDue, gc.mock.calls.length]).toEqual([1, false, 1])
+    // Objects made before the collection no longer count, whether freed since or not.
+    dropped.freed(entry("o0", MiB))
+    for (let i = 3; i < 5; i++) dropped.made(entry(`o${i}`, MiB))
+    dropped.created()
+    await nextTask()
+    expect(dropped.collections).toBe(1)
+    // Past the whole allowance, no call awaited.
+    for (let i = 5; i < 8; i++) dropped.made(entry(`o${i}`, MiB))
+    await nextTask()
+    expect(dropped.collections).toBe(2)
+  })
+
+  it("collects a due collection after a while without a call", async () => {
+    const dropped = new DroppedRefs(4 * MiB)
+    for (let i = 0; i < 3; i++) dropped.made(entry(`o${i}`, MiB))
+    await nextTask()
+    expect(dropped.collections).toBe(0)
+    await vi.waitFor(() => expect(dropped.collections).toBe(1), { timeout: 2_000, interval: 20 })
+    expect(dropped.isDue).toBe(false)
   })
 
   it("never collects for objects released as they come, nor for values without tensors", async () => {
@@ -74,10 +68,10 @@ describe("DroppedRefs", () => {
       dropped.made(made)
       dropped.made(entry(`v${i}`, 0))
       dropped.freed(made)
+      dropped.created()
     }
     await nextTask()
-    expect(dropped.collections).toBe(0)
-    expect(dropped.markings).toBe(0)
+    expect([dropped.collections, dropped.isDue]).toEqual([0, false])
   })
 
   it("never collects for one object alone, however large: a loop that releases each result pays nothing; a second one collects", async () => {
@@ -87,8 +81,9 @@ describe("DroppedRefs", () => {
       dropped.made(made)
       await nextTask()
       dropped.freed(made)
+      dropped.created()
     }
-    expect(dropped.markings).toBe(0)
+    await nextTask()
     expect(dropped.collections).toBe(0)
     dropped.made(entry("kept", 8 * MiB))
     dropped.made(entry("next", 8 * MiB))
@@ -96,17 +91,17 @@ describe("DroppedRefs", () => {
     expect(dropped.collections).toBe(1)
   })
 
-  it("collects past MAX_UNPROVEN_OBJECTS objects however small they are, incrementally past half of them", async () => {
+  it("collects past MAX_UNPROVEN_OBJECTS objects however small they are, at the next call past half of them", async () => {
     const dropped = new DroppedRefs(Number.MAX_SAFE_INTEGER)
     for (let i = 0; i <= MAX_UNPROVEN_OBJECTS / 2; i++) dropped.made(entry(`o${i}`, 4))
-    expect(dropped.markings).toBe(1)
+    expect(dropped.isDue).toBe(true)
     for (let i = MAX_UNPROVEN_OBJECTS / 2 + 1; i <= MAX_UNPROVEN_OBJECTS; i++) dropped.made(entry(`o${i}`, 4))
     await nextTask()
     expect(dropped.collections).toBe(1)
   })
 
-  it("allows half the host cache, and at least 16 MiB", () => {
-    expect(droppedRefAllowance(1 << 30)).toBe(512 * MiB)
+  it("allows the whole host cache, and at least 16 MiB", () => {
+    expect(droppedRefAllowance(1 << 30)).toBe(1 << 30)
     expect(droppedRefAllowance(0)).toBe(16 * MiB)
   })
 })

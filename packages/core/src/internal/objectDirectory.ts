@@ -34,9 +34,12 @@ export class ObjectDirectory {
     private readonly onFree: (entry: Entry) => void,
     /** Hears of every object that becomes ready, before a waiter does. */
     private readonly onReady: (entry: Entry) => void = () => {},
+    /** Hears of every object made (a call's result, or a put), before it is entered. */
+    private readonly onCreate: () => void = () => {},
   ) {}
 
   create(id: string, producer: string, transport: string, method?: string): Entry {
+    this.onCreate()
     const entry: Entry = {
       id,
       producer,

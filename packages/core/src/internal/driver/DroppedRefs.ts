@@ -3,12 +3,13 @@
  * driver's garbage collector finds them dead (ObjectRef's FinalizationRegistry), and a driver that
  * makes little garbage of its own may not run a full collection for minutes, while the producers
  * keep every object. JavaScript cannot tell a dropped ref from a held one without a collection, so
- * the driver counts what the objects made since its last collection still hold at their producers;
- * past half an allowance, it has V8 start an incremental collection, whose marking runs mostly on
- * V8's threads and in short steps while the driver waits, and whatever the program dropped is freed
- * when it ends; past the whole allowance before it has ended, a full collection at once. An object
- * released by hand leaves the count at once, and one object alone starts nothing: a program that
- * releases its refs never collects here, whatever their size.
+ * the driver counts what the objects made since its last collection still hold at their producers.
+ * Past half an allowance, it collects as the program next submits a call (or puts an object): right
+ * after it, while the actors work on that call and the driver has nothing to do, and after the
+ * program's continuation has dropped the refs of the result it just read, so that the collection
+ * proves those dead too. Past the whole allowance, or when the program submits nothing for a while,
+ * it collects at once. An object released by hand leaves the count at once, and one object alone
+ * starts nothing: a program that releases its refs never collects here, whatever their size.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -21,13 +22,14 @@ export const MAX_UNPROVEN_OBJECTS = 4096
 const MIN_ALLOWANCE_BYTES = 16 << 20
 
 /**
- * The allowance of bytes for a host cache of `capacity` bytes: half of it. HostMemoryCache lets at
- * least that much be out of any one size of a thirty-second of the cache or more (sixteen blocks, or
- * as many as the cache holds) before a miss there collects on the spot, and the marking starts at half
- * the allowance, so that its frees reach a producer before its cache runs out of blocks. Each
- * collection marks the driver's whole heap whatever it frees: the fewer, the cheaper.
+ * The allowance of bytes for a host cache of `capacity` bytes: all of it. HostMemoryCache lets at
+ * least half of that be out of any one size of a thirty-second of the cache or more (sixteen blocks,
+ * or as many as the cache holds) before a miss there collects on the spot, and the driver collects
+ * past half the allowance, at the next call, so that its frees reach a producer before its cache
+ * runs out of blocks. Each collection marks the driver's whole heap whatever it frees: the fewer,
+ * the cheaper.
  */
-export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, Math.floor(capacity / 2))
+export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, capacity)
 
 /**
  * A full collection of the driver's heap; none where V8 refuses to expose one (refs then wait for the
@@ -54,54 +56,29 @@ const fullCollection = (): (() => void) => {
   return () => {}
 }
 
-/**
- * V8 starts an incremental, mostly concurrent full collection when the memory outside its heap that
- * JavaScript objects hold grows past 64 MiB over its level at the last full collection; an
- * ArrayBuffer reports its bytes as such memory when it is made, and zeroed pages it never touches
- * cost no physical memory. Turns the marking on and returns true; false where the buffer cannot be
- * had (a process limited in address space), for a full collection at once instead.
- */
-const EXTERNAL_PRESSURE_BYTES = (64 << 20) + 1
-const startMarking = (): boolean => {
-  try {
-    new ArrayBuffer(EXTERNAL_PRESSURE_BYTES)
-    return true
-  } catch {
-    return false
-  }
-}
+/** How long a collection that is due waits for the program's next call before it runs anyway. */
+const DUE_IDLE_MS = 100
 
 export class DroppedRefs {
-  /** Bytes of each object made since the collection under way began (or the last one) and still alive. */
+  /** Bytes of each object made since the last collection and still alive. */
   private unproven = new Map<string, number>()
   private unprovenBytes = 0
-  /** Bytes of each object made before the collection under way began and still alive. */
-  private marking = new Map<string, number>()
-  private markingBytes = 0
-  /** The collection under way: its sentinel dies in it, and its finalizer says it has ended. */
-  private round = 0
-  private underWay = false
-  private readonly ended = new FinalizationRegistry<number>((round) => {
-    if (round !== this.round) return
-    this.underWay = false
-    this.marking = new Map()
-    this.markingBytes = 0
-  })
+  /** A collection waits for the program's next call (or DUE_IDLE_MS). */
+  private due: NodeJS.Timeout | undefined
   private scheduled = false
   private gc: (() => void) | undefined
   private collected = 0
-  private begun = 0
 
   constructor(private readonly allowanceBytes: number) {}
 
-  /** Full collections the driver has run, each blocking it until done. */
+  /** Full collections the driver has run. */
   get collections(): number {
     return this.collected
   }
 
-  /** Incremental collections begun. */
-  get markings(): number {
-    return this.begun
+  /** Whether a collection waits for the program's next call. */
+  get isDue(): boolean {
+    return this.due !== undefined
   }
 
   /** An object is ready: its tensors are held by its producer until it is freed. */
@@ -113,55 +90,38 @@ export class DroppedRefs {
     // One object alone starts nothing, however large: it is most often the one the program is about
     // to read, which a collection now would find alive, and a program that releases each result by
     // hand would pay a collection per call of objects past half the allowance.
-    if (this.unproven.size + this.marking.size < 2) return
-    // Past half the allowance, a collection beside the program's work; past all of it, one at once.
-    if (this.unprovenBytes + this.markingBytes > this.allowanceBytes || this.unproven.size + this.marking.size > MAX_UNPROVEN_OBJECTS) this.schedule()
-    else if (!this.underWay && (this.unprovenBytes > this.allowanceBytes / 2 || this.unproven.size > MAX_UNPROVEN_OBJECTS / 2)) this.begin()
-  }
-
-  freed(entry: Entry): void {
-    for (const map of [this.unproven, this.marking]) {
-      const bytes = map.get(entry.id)
-      if (bytes === undefined) continue
-      map.delete(entry.id)
-      if (map === this.unproven) this.unprovenBytes -= bytes
-      else this.markingBytes -= bytes
+    if (this.unproven.size < 2) return
+    if (this.unprovenBytes > this.allowanceBytes || this.unproven.size > MAX_UNPROVEN_OBJECTS) this.schedule()
+    else if (this.due === undefined && (this.unprovenBytes > this.allowanceBytes / 2 || this.unproven.size > MAX_UNPROVEN_OBJECTS / 2)) {
+      this.due = setTimeout(() => this.schedule(), DUE_IDLE_MS).unref()
     }
   }
 
-  /**
-   * Starts an incremental collection: the driver's main thread marks in small steps between its
-   * jobs, the rest runs on V8's threads, and the pause that ends it is short. Objects made from now
-   * on are marked alive by it, so they are counted afresh.
-   */
-  private begin(): void {
-    this.underWay = true
-    this.begun++
-    this.round++
-    this.marking = this.unproven
-    this.markingBytes = this.unprovenBytes
-    this.unproven = new Map()
-    this.unprovenBytes = 0
-    // The sentinel is made before the marking starts: made after, it would be marked alive.
-    this.ended.register({}, this.round)
-    if (!startMarking()) this.schedule()
+  /** An object is made (a call's result, or a put): a collection that is due runs after the current job. */
+  created(): void {
+    if (this.due !== undefined) this.schedule()
+  }
+
+  freed(entry: Entry): void {
+    const bytes = this.unproven.get(entry.id)
+    if (bytes === undefined) return
+    this.unproven.delete(entry.id)
+    this.unprovenBytes -= bytes
   }
 
   /**
-   * A full collection after the current job: the program's continuation of the result that crossed
-   * the allowance has submitted its next call by then, so it overlaps the actors' work on it.
+   * A full collection after the current job: the program's continuation has submitted its call by
+   * then, so the collection overlaps the actors' work on it.
    */
   private schedule(): void {
+    clearTimeout(this.due)
+    this.due = undefined
     if (this.scheduled) return
     this.scheduled = true
     setImmediate(() => {
       this.scheduled = false
-      this.round++
-      this.underWay = false
       this.unproven = new Map()
       this.unprovenBytes = 0
-      this.marking = new Map()
-      this.markingBytes = 0
       this.gc ??= fullCollection()
       this.gc()
       this.collected++
