@@ -125,7 +125,7 @@ export class Cluster implements AsyncDisposable {
     const specifiers = (options.transports ?? []).map((specifier) => normalizeSpecifier(specifier, base))
     const identity = { id: randomUUID(), closed: false }
     let cluster: Cluster | undefined
-    const dropped = new DroppedRefs(droppedRefAllowance(recycleCapacity()))
+    const dropped = new DroppedRefs(droppedRefAllowance(recycleCapacity()), () => identity.closed)
     // Nothing is freed before the cluster exists: it holds no object yet.
     const directory = new ObjectDirectory(
       (entry) => {

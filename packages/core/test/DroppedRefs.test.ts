@@ -61,6 +61,37 @@ describe("DroppedRefs", () => {
     expect(dropped.isDue).toBe(false)
   })
 
+  it("counts afresh what is made before a collection about to run, and arms nothing for it", async () => {
+    const dropped = new DroppedRefs(4 * MiB)
+    for (let i = 0; i < 3; i++) dropped.made(entry(`o${i}`, MiB))
+    // A put: its object is made, the due collection is set off, then the object is ready, all in one job.
+    dropped.created()
+    dropped.made(entry("o3", MiB))
+    await nextTask()
+    expect([dropped.collections, dropped.isDue]).toEqual([1, false])
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    dropped.created()
+    await nextTask()
+    expect(dropped.collections).toBe(1)
+  })
+
+  it("drops a due collection once the program has released what made it due, and collects none once closed", async () => {
+    const dropped = new DroppedRefs(4 * MiB)
+    for (let i = 0; i < 3; i++) dropped.made(entry(`o${i}`, MiB))
+    expect(dropped.isDue).toBe(true)
+    for (let i = 0; i < 2; i++) dropped.freed(entry(`o${i}`, MiB))
+    dropped.created()
+    await nextTask()
+    expect([dropped.collections, dropped.isDue]).toEqual([0, false])
+    let closed = false
+    const closing = new DroppedRefs(4 * MiB, () => closed)
+    for (let i = 0; i < 3; i++) closing.made(entry(`o${i}`, MiB))
+    closed = true
+    closing.created()
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    expect([closing.collections, closing.isDue, gc.mock.calls.length]).toEqual([0, false, 0])
+  })
+
   it("never collects for objects released as they come, nor for values without tensors", async () => {
     const dropped = new DroppedRefs(4 * MiB)
     for (let i = 0; i < 100; i++) {

@@ -95,8 +95,8 @@ describe("host memory recycling", () => {
 
   it("one slow collection rules out collections for a second only", async () => {
     const dropped = 64 << 20
-    // Eight blocks of a size held (the most a size may have out) and none idle: every idle
-    // collection is due, if it pays.
+    // Eight blocks of a size held (more than a fresh cache lets it have out) and none idle: every
+    // idle collection is due, if it pays.
     const held = Array.from({ length: 8 }, () => cpuAllocator.allocate(7 << 20))
     slowCollectionMs = 80
     recycleHostMemory(PLENTY)

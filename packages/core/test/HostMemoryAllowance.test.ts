@@ -117,7 +117,7 @@ describe("host memory cache allowance", () => {
       for (let i = 0; i < calls; i++) {
         allocator.cpuAllocator.allocate(32 * MiB).bytes[0] = 1
         await nextJob()
-        allocator.recycleHostMemory(32 * MiB)
+        allocator.recycleHostMemory(1 << 30)
       }
       return collections - before
     }

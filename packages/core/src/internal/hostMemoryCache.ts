@@ -83,7 +83,7 @@ export const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () 
  * miss takes fresh memory while fewer than a size's allowance of blocks are out; an idle collection
  * runs once a size has its allowance out and none idle, recycles all but the one still held, and
  * raises that size's allowance (`raisedAllowance`, from 2 up to `mostBlocksOut`): a long loop of
- * results ends up collecting once per allowance (4 to 128 blocks) instead of after each call, while a
+ * results ends up collecting once per allowance (2 to 128 blocks) instead of after each call, while a
  * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds the memory to what
  * the program really holds.
  */

@@ -22,11 +22,11 @@ export const MAX_UNPROVEN_OBJECTS = 4096
 const MIN_ALLOWANCE_BYTES = 16 << 20
 
 /**
- * The allowance of bytes for a host cache of `capacity` bytes: all of it. HostMemoryCache lets at
- * least half of that be out of any one size of a thirty-second of the cache or more (sixteen blocks,
- * or as many as the cache holds) before a miss there collects on the spot, and the driver collects
+ * The allowance of bytes for a host cache of `capacity` bytes: all of it. HostMemoryCache lets more
+ * than half of that be out of any one size of a sixteenth of the cache or more (sixteen blocks, or
+ * as many as the cache holds) before a miss there collects on the spot, and the driver collects
  * past half the allowance, at the next call, so that its frees reach a producer before its cache
- * runs out of blocks. Each collection marks the driver's whole heap whatever it frees: the fewer,
+ * runs out of blocks of such a size. Each collection marks the driver's whole heap whatever it frees: the fewer,
  * the cheaper.
  */
 export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, capacity)
@@ -69,7 +69,11 @@ export class DroppedRefs {
   private gc: (() => void) | undefined
   private collected = 0
 
-  constructor(private readonly allowanceBytes: number) {}
+  constructor(
+    private readonly allowanceBytes: number,
+    /** Whether the cluster has shut down: it collects nothing more. */
+    private readonly closed: () => boolean = () => false,
+  ) {}
 
   /** Full collections the driver has run. */
   get collections(): number {
@@ -87,19 +91,15 @@ export class DroppedRefs {
     if (bytes === 0) return
     this.unproven.set(entry.id, bytes)
     this.unprovenBytes += bytes
-    // One object alone starts nothing, however large: it is most often the one the program is about
-    // to read, which a collection now would find alive, and a program that releases each result by
-    // hand would pay a collection per call of objects past half the allowance.
-    if (this.unproven.size < 2) return
-    if (this.unprovenBytes > this.allowanceBytes || this.unproven.size > MAX_UNPROVEN_OBJECTS) this.schedule()
-    else if (this.due === undefined && (this.unprovenBytes > this.allowanceBytes / 2 || this.unproven.size > MAX_UNPROVEN_OBJECTS / 2)) {
-      this.due = setTimeout(() => this.schedule(), DUE_IDLE_MS).unref()
-    }
+    // A collection about to run counts afresh after it.
+    if (this.scheduled) return
+    if (this.pastAllowance()) this.schedule()
+    else if (this.due === undefined && this.pastHalf()) this.due = setTimeout(() => this.dueRuns(), DUE_IDLE_MS).unref()
   }
 
-  /** An object is made (a call's result, or a put): a collection that is due runs after the current job. */
+  /** An object is made (a call's result, or a put, the program's or an actor's): a due collection runs after the current job. */
   created(): void {
-    if (this.due !== undefined) this.schedule()
+    if (this.due !== undefined) this.dueRuns()
   }
 
   freed(entry: Entry): void {
@@ -110,18 +110,42 @@ export class DroppedRefs {
   }
 
   /**
+   * One object alone starts nothing, however large: it is most often the one the program is about
+   * to read, which a collection now would find alive, and a program that releases each result by
+   * hand would pay a collection per call of objects past half the allowance.
+   */
+  private pastHalf(): boolean {
+    return this.unproven.size >= 2 && (this.unprovenBytes > this.allowanceBytes / 2 || this.unproven.size > MAX_UNPROVEN_OBJECTS / 2)
+  }
+
+  private pastAllowance(): boolean {
+    return this.unproven.size >= 2 && (this.unprovenBytes > this.allowanceBytes || this.unproven.size > MAX_UNPROVEN_OBJECTS)
+  }
+
+  /** A due collection runs, unless the program released enough by hand since. */
+  private dueRuns(): void {
+    if (this.pastHalf()) this.schedule()
+    else this.cancelDue()
+  }
+
+  private cancelDue(): void {
+    clearTimeout(this.due)
+    this.due = undefined
+  }
+
+  /**
    * A full collection after the current job: the program's continuation has submitted its call by
    * then, so the collection overlaps the actors' work on it.
    */
   private schedule(): void {
-    clearTimeout(this.due)
-    this.due = undefined
-    if (this.scheduled) return
+    this.cancelDue()
+    if (this.scheduled || this.closed()) return
     this.scheduled = true
     setImmediate(() => {
       this.scheduled = false
       this.unproven = new Map()
       this.unprovenBytes = 0
+      if (this.closed()) return
       this.gc ??= fullCollection()
       this.gc()
       this.collected++
