@@ -28,6 +28,8 @@ export interface BenchOptions {
   readonly warmups: number
   /** Timed runs of a cell go on past `repeats` until they add up to this (see Scenario). */
   readonly minTimeMs: number
+  /** How long each cell first runs its loop untimed (`minTimeMs` where absent); the run's first size warms up OPTIMISING_CELLS times as long. */
+  readonly warmMs?: number
   /** Extra environment of each actor process (a transport's settings, such as TENSORLANE_GLOO_DEVICE_CPUS). */
   readonly actorEnv: ActorEnv
   /**
@@ -233,6 +235,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   // Across hosts, by default the transport between hosts that every host has: gloo.
   const { transports, modules } = await resolveTransports(options.across !== undefined && options.transports === undefined ? { ...options, transports: ["gloo"] } : options)
   const { sizes, loops, repeats, warmups, minTimeMs } = options
+  const warmMs = options.warmMs ?? minTimeMs
   // Loaded only now: `doctor` and argument errors work without core's runtime.
   const { hostMemoryWarmCalls, loadClusterConfig, start, transferSpanName } = await import("@tensorlane/core")
   const steadyCallsOf = (bytes: number): number => Math.max(STEADY_CALLS, hostMemoryWarmCalls(bytes))
@@ -320,10 +323,10 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         // actors' host memory grows into a new size over its first calls (core's HostMemoryCache lets
         // more blocks of it circulate after each collection, taking fresh pages meanwhile), which
         // is not to be charged to whichever transports come first. Before the run's first size, they go
-        // on for OPTIMISING_CELLS times minTimeMs as well: the processes' JavaScript is optimised over
+        // on for OPTIMISING_CELLS times warmMs as well: the processes' JavaScript is optimised over
         // its first few thousand calls, and the first cells timed would carry it (the cold table shows
         // a fresh cluster's calls).
-        const optimisedBy = bytes === sizes[0] ? performance.now() + OPTIMISING_CELLS * minTimeMs : 0
+        const optimisedBy = bytes === sizes[0] ? performance.now() + OPTIMISING_CELLS * warmMs : 0
         const steadyCalls = steadyCallsOf(bytes)
         for (let round = 0, calls = 0; round < warmups || calls < steadyCalls || performance.now() < optimisedBy; round++) {
           for (const transport of transports) {
@@ -348,7 +351,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             // The cell's own loop first runs untimed for as long as it is timed: in the natural loop the
             // producer holds the objects the driver has not collected yet, and their memory (a staging
             // heap's blocks, the host cache's) grows to its steady number over the first cycle.
-            await timeScenario(cluster, { ...scenarioOf(transport, bytes, loop), repeats: 0 }, () =>
+            await timeScenario(cluster, { ...scenarioOf(transport, bytes, loop), repeats: 0, minTimeMs: warmMs }, () =>
               progress(done, total, `${transport} ${loop} ${formatSize(bytes)} warming up`),
             )
             transferClock.take()

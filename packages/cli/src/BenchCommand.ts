@@ -9,12 +9,13 @@ import { parseSizes } from "./Sizes.js"
 import { renderSvg } from "./SvgChart.js"
 
 export const BENCH_USAGE = `  tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
-                   [--loops released,natural] [--min-time-ms 1000] [--warmups 2] [--modules <specifier,...>]
+                   [--loops released,natural] [--min-time-ms 1000] [--warm-ms <ms>] [--warmups 2] [--modules <specifier,...>]
                    [--json <file>] [--svg <file>] [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
       times consumer.numel(producer.make(n)) actor to actor, submit to result, where the producer
       returns n bytes of float32 ones: the median of at least --repeats timed runs per transport,
-      size and loop, more until they add up to --min-time-ms, next to memcpy, TCP loopback and raw
-      Gloo measured in the same run; then the first 10 calls of a fresh cluster (cold) per transport
+      size and loop, more until they add up to --min-time-ms, each cell first run untimed for
+      --warm-ms (default --min-time-ms; four times that at the first size, for V8 to optimise),
+      next to memcpy, TCP loopback and raw Gloo measured in the same run; then the first 10 calls of a fresh cluster (cold) per transport
       and size; --loops: "released" releases both refs by hand, "natural" leaves them to the garbage
       collector; default transports: object-store and every CPU transport that doctor finds ready;
       --modules: more transport modules to load (your own transport);
@@ -64,6 +65,7 @@ export const parseBenchArgs = (args: ReadonlyArray<string>, usage: string): Benc
         loops: { type: "string", default: LOOPS.join(",") },
         repeats: { type: "string", default: "21" },
         "min-time-ms": { type: "string", default: "1000" },
+        "warm-ms": { type: "string" },
         warmups: { type: "string", default: "2" },
         modules: { type: "string" },
         json: { type: "string" },
@@ -89,6 +91,7 @@ export const parseBenchArgs = (args: ReadonlyArray<string>, usage: string): Benc
     repeats: count("repeats", values.repeats, 1),
     warmups: count("warmups", values.warmups, 0),
     minTimeMs: count("min-time-ms", values["min-time-ms"], 0),
+    ...(values["warm-ms"] !== undefined ? { warmMs: count("warm-ms", values["warm-ms"], 0) } : {}),
     actorEnv: { producer: environment("producer-env", values["producer-env"]), consumer: environment("consumer-env", values["consumer-env"]) },
     ...(hosts !== undefined && values.cluster !== undefined
       ? { across: { cluster: values.cluster, producer: hosts[0]!, consumer: hosts[1]!, ...(values.driver !== undefined ? { driver: values.driver } : {}) } }

@@ -91,10 +91,10 @@ describe("bench", () => {
         actorEnv: { producer: {}, consumer: {} },
       },
     })
-    const args = ["--transports", "gloo, nixl", "--loops", "natural", "--repeats", "3", "--warmups", "0", "--json", "r.json", "--svg", "r.svg"]
+    const args = ["--transports", "gloo, nixl", "--loops", "natural", "--repeats", "3", "--warmups", "0", "--warm-ms", "250", "--json", "r.json", "--svg", "r.svg"]
     const env = ["--producer-env", "A=1", "--producer-env", "B=x=y", "--consumer-env", "C="]
     const { options, json, svg } = parseBenchArgs([...args, ...env], USAGE)
-    expect(options).toMatchObject({ transports: ["gloo", "nixl"], loops: ["natural"], repeats: 3, warmups: 0, actorEnv: { producer: { A: "1", B: "x=y" }, consumer: { C: "" } } })
+    expect(options).toMatchObject({ transports: ["gloo", "nixl"], loops: ["natural"], repeats: 3, warmups: 0, warmMs: 250, actorEnv: { producer: { A: "1", B: "x=y" }, consumer: { C: "" } } })
     expect({ json, svg }).toEqual({ json: "r.json", svg: "r.svg" })
   })
   it("runs across two hosts with --hosts and --cluster together, --driver only with them", () => {

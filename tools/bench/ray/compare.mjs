@@ -55,8 +55,11 @@ run(process.execPath, [
   "--sizes", values.sizes,
   "--repeats", values.repeats,
   "--warmups", values.warmups,
-  // Exactly as many timed runs as Ray gets (bench would otherwise time fast cells for at least a second).
+  // Exactly as many timed runs as Ray gets (bench would otherwise time fast cells for at least a second),
+  // after the warm-ups a default run has: V8 optimises the processes' code over the first seconds of
+  // calls, where Ray's Python runs as it will from its first.
   "--min-time-ms", "0",
+  "--warm-ms", "1000",
   "--json", oursJson,
 ])
 const ours = JSON.parse(fs.readFileSync(oursJson, "utf8"))
@@ -83,7 +86,7 @@ const ms = (x) => x.toFixed(2)
 const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
 
 console.log(
-  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${sizes.map((bytes, i) => `${ours.steadyCalls[i]} calls at ${formatSize(bytes)}`).join(", ")}, ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
+  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${sizes.map((bytes, i) => `${ours.steadyCalls[i]} calls at ${formatSize(bytes)}`).join(", ")} (tensorlane: and each cell's loop 1 s untimed, 4 s at the first size), ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
 )
 console.log("| size | tensorlane transport | Ray path | Ray ms | tensorlane released ms | tensorlane natural ms | Ray / released | Ray / natural | limit | limit ms | Ray / limit |")
 console.log("|---|---|---|---|---|---|---|---|---|---|---|")
