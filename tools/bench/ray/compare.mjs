@@ -39,6 +39,8 @@ const repo = join(here, "..", "..", "..")
 const venv = process.env.RAY_VENV ?? join(repo, ".tools", "ray-venv")
 const sizes = parseSizes(values.sizes)
 const cli = fileURLToPath(new URL("./main.js", import.meta.resolve("@tensorlane/cli")))
+/** tensorlane's cells run their loop untimed this long first, as in a default run (`--warm-ms`; four times as long at the first size). */
+const WARM_MS = 1000
 const scratch = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-vs-ray-"))
 const run = (file, args, env = process.env) => execFileSync(file, args, { cwd: repo, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 })
 
@@ -59,7 +61,7 @@ run(process.execPath, [
   // after the warm-ups a default run has: V8 optimises the processes' code over the first seconds of
   // calls, where Ray's Python runs as it will from its first.
   "--min-time-ms", "0",
-  "--warm-ms", "1000",
+  "--warm-ms", String(WARM_MS),
   "--json", oursJson,
 ])
 const ours = JSON.parse(fs.readFileSync(oursJson, "utf8"))
@@ -86,7 +88,7 @@ const ms = (x) => x.toFixed(2)
 const times = (slow, fast) => `${(slow / fast).toFixed(1)}x`
 
 console.log(
-  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${sizes.map((bytes, i) => `${ours.steadyCalls[i]} calls at ${formatSize(bytes)}`).join(", ")} (tensorlane: and each cell's loop 1 s untimed, 4 s at the first size), ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
+  `tensorlane vs Ray ${ray.ray} (torch ${ray.torch}): median of ${values.repeats} after ${values.warmups} warm-ups per path and at least ${sizes.map((bytes, i) => `${ours.steadyCalls[i]} calls at ${formatSize(bytes)}`).join(", ")} (tensorlane: and each cell's loop ${WARM_MS / 1000} s untimed, ${(4 * WARM_MS) / 1000} s at the first size), ms submit to result, node ${ours.node}, ${ours.host.cpus} CPUs, ${ours.date}`,
 )
 console.log("| size | tensorlane transport | Ray path | Ray ms | tensorlane released ms | tensorlane natural ms | Ray / released | Ray / natural | limit | limit ms | Ray / limit |")
 console.log("|---|---|---|---|---|---|---|---|---|---|---|")
