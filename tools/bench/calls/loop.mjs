@@ -11,41 +11,17 @@
  * (default object-store, 4000 calls, 4096 bytes, released; also gloo, nixl, shm, and tcp and
  * tcp-effect, the two forms of examples/transport-tcp: written with Promises and in Effect).
  */
-import { start } from "@tensorlane/core"
-import { LoopWorker } from "./loopActors.mjs"
+import { loopCall, startLoop } from "./loopCluster.mjs"
 import { processUsage } from "./usage.mjs"
 
 const [transport = "object-store", calls = "4000", size = "4096", loop = "released"] = process.argv.slice(2)
 const count = Number(calls)
 const bytes = Number(size)
-if (loop !== "released" && loop !== "natural") throw new Error(`the loop is "released" or "natural", not "${loop}"`)
-/** The transports it runs over, besides object-store. */
-const modules = {
-  gloo: "@tensorlane/transport-gloo",
-  nixl: "@tensorlane/transport-nixl",
-  shm: "@tensorlane/symmetric-mem",
-  tcp: "@tensorlane-examples/transport-tcp",
-  "tcp-effect": "@tensorlane-examples/transport-tcp/effect",
-}
 
-const cluster = await start({ transports: transport in modules ? [modules[transport]] : [] })
+const { cluster, a, b } = await startLoop(transport, loop)
 try {
-  const [a, b] = await cluster.spawn(LoopWorker, { count: 2 })
-  if (cluster.runtime.transport(transport).capabilities.needsGroup) await cluster.createCollectiveGroup([a, b], { backend: transport })
   const usages = async () => ({ driver: processUsage(), producer: await cluster.get(a.usage()), consumer: await cluster.get(b.usage()) })
-  const make = a.make.options({ tensorTransport: transport })
-  const call =
-    loop === "natural"
-      ? async () => {
-          if ((await cluster.get(b.numel(make(bytes)))) !== bytes / 4) throw new Error("wrong count")
-        }
-      : async () => {
-          const made = make(bytes)
-          const numel = b.numel(made)
-          if ((await cluster.get(numel)) !== bytes / 4) throw new Error("wrong count")
-          made.release()
-          numel.release()
-        }
+  const call = loopCall({ cluster, a, b }, transport, bytes, loop)
   const held = async () => (await cluster.inspect()).processes[a.actorId].primary.length
   for (let i = 0; i < Math.ceil(count / 10); i++) await call()
   const before = await usages()
