@@ -1,6 +1,6 @@
 /**
- * Entry point of an actor process. The driver talks to it over fd 3 (a socket pair); the actor's
- * transfer agent, a worker thread, serves its objects to peers over a Unix socket. The parts of an
+ * An actor process, after actorEntry.ts. The driver talks to it over fd 3 (a socket pair); the
+ * actor's transfer agent, a worker thread, serves its objects to peers over a Unix socket. The parts of an
  * actor are in `actor/`: its calls (CallQueue), its borrows of the driver's objects (Borrows), when it
  * recycles host memory (IdleRecycler) and what its methods reach (ActorContext); this module starts
  * them and hands them the driver's messages.
