@@ -1,10 +1,10 @@
 /** The main thread's side of its process's transfer agent. */
-import { fileURLToPath } from "node:url"
-import { Worker } from "node:worker_threads"
+import type { Worker } from "node:worker_threads"
 import type { AgentCommand, AgentWorkerData } from "./agent/Agent.js"
 import type { AgentEvent } from "./agent/Memberships.js"
 import type { WireError } from "./messages.js"
 import { TransferError } from "../Errors.js"
+import { type AgentThread, agentThread } from "./agentThread.js"
 import { Requests } from "./requests.js"
 import { fromWireError } from "./wireError.js"
 
@@ -32,19 +32,25 @@ export class AgentClient {
 
   private constructor(private readonly worker: Worker) {}
 
-  static start(options: AgentWorkerData, onEvent: (event: AgentEvent) => void): Promise<AgentClient> {
-    const worker = new Worker(fileURLToPath(new URL("./agent-main.js", import.meta.url)), { workerData: options })
+  /** Starts the agent on `thread`: by default the one an actor started ahead (agentThread.ts), or a new one. */
+  static start(options: AgentWorkerData, onEvent: (event: AgentEvent) => void, thread: AgentThread = agentThread()): Promise<AgentClient> {
+    const worker = thread.worker
     const client = new AgentClient(worker)
     return new Promise((resolve, reject) => {
-      worker.on("error", (error) => {
+      const failed = (error: Error): void => {
         reject(error)
         client.failAll(error)
-      })
-      worker.on("exit", (code) => {
-        const error = new TransferError({ message: `the transfer agent of ${options.processId} exited (code ${code})`, transport: "agent" })
-        reject(error)
-        client.failAll(error)
-      })
+      }
+      const exited = (code: number): void =>
+        failed(new TransferError({ message: `the transfer agent of ${options.processId} exited (code ${code})`, transport: "agent" }))
+      const ended = thread.ended
+      if (ended !== undefined) return "error" in ended ? failed(ended.error) : exited(ended.exitCode)
+      worker.on("error", failed)
+      worker.on("exit", exited)
+      // Referenced until it has started, so that a process waiting for it stays alive.
+      worker.ref()
+      // Its first message: the thread waits for its options.
+      worker.postMessage(options)
       worker.on("message", (message: Reply) => {
         if ("started" in message) {
           // The agent must never keep a process alive on its own: it is referenced only while it works for us.

@@ -1,22 +1,26 @@
-/** Entry point of the transfer agent worker thread. */
-import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
+/** The transfer agent's worker thread, after agentEntry.ts. */
+import { parentPort, receiveMessageOnPort } from "node:worker_threads"
 import { Agent, type AgentCommand, type AgentWorkerData } from "./agent/Agent.js"
 import type { BufferUse } from "./quarantine.js"
 import { toWireError } from "./wireError.js"
 
 const port = parentPort!
-const agent = new Agent({
-  ...(workerData as AgentWorkerData),
-  emit: (event) => port.postMessage(event),
-  takeQueuedCommands: () => {
-    for (let queued = receiveMessageOnPort(port); queued !== undefined; queued = receiveMessageOnPort(port)) run(queued.message)
-  },
-})
 
-agent.start().then(
-  () => port.postMessage({ started: true, address: agent.address }),
-  (error) => port.postMessage({ started: false, error: toWireError(error) }),
-)
+/** Starts the agent. */
+const serve = (options: AgentWorkerData): Agent => {
+  const agent = new Agent({
+    ...options,
+    emit: (event) => port.postMessage(event),
+    takeQueuedCommands: () => {
+      for (let queued = receiveMessageOnPort(port); queued !== undefined; queued = receiveMessageOnPort(port)) run(agent, queued.message)
+    },
+  })
+  agent.start().then(
+    () => port.postMessage({ started: true, address: agent.address }),
+    (error) => port.postMessage({ started: false, error: toWireError(error) }),
+  )
+  return agent
+}
 
 const reply = (id: number, outcome: { value: unknown } | { error: unknown }): void => {
   try {
@@ -27,7 +31,7 @@ const reply = (id: number, outcome: { value: unknown } | { error: unknown }): vo
   }
 }
 
-function run({ id, command }: { id: number; command: AgentCommand }): void {
+function run(agent: Agent, { id, command }: { id: number; command: AgentCommand }): void {
   let use: BufferUse | undefined
   agent.command(command, (u) => (use = u)).then(
     (value) => reply(id, { value }),
@@ -39,4 +43,9 @@ function run({ id, command }: { id: number; command: AgentCommand }): void {
   )
 }
 
-port.on("message", run)
+let agent: Agent | undefined
+// The first message is the agent's options (agentThread.ts: an actor starts this thread before it has them); every later one a command.
+port.on("message", (message: AgentWorkerData | { id: number; command: AgentCommand }) => {
+  if (agent === undefined) agent = serve(message as AgentWorkerData)
+  else run(agent, message as { id: number; command: AgentCommand })
+})

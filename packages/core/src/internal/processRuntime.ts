@@ -95,21 +95,29 @@ export class ProcessRuntime {
   ) {}
 
   /**
-   * Starts a process's runtime: the main thread's transports, then its agent, which loads its own.
-   * Both threads need them. The agent sends, runs collectives and groups, and receives over
+   * Starts a process's runtime: the main thread's transports and its agent, which loads its own, at
+   * once. Both threads need them. The agent sends, runs collectives and groups, and receives over
    * transports that work on one thread only. The main thread reads their capabilities before any
    * message goes out, registers and receives over those that work on any thread without a round trip
    * to its agent, and allocates the tensors a transfer fills with the allocators a transport module
    * registers as it loads (transport-nccl's CUDA memory). A thread imports each module once.
    */
   static async start(options: RuntimeStart): Promise<ProcessRuntime> {
-    const transports = await loadTransports(options.transports, {
-      fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
-    })
-    const agent = await AgentClient.start(
-      { processId: options.processId, address: options.address, cluster: options.member, transports: options.transports, parentPid: options.parentPid },
-      options.onEvent ?? (() => undefined),
-    )
+    const [loaded, started] = await Promise.allSettled([
+      loadTransports(options.transports, {
+        fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
+      }),
+      AgentClient.start(
+        { processId: options.processId, address: options.address, cluster: options.member, transports: options.transports, parentPid: options.parentPid },
+        options.onEvent ?? (() => undefined),
+      ),
+    ])
+    if (loaded.status === "rejected") {
+      if (started.status === "fulfilled") await started.value.close()
+      throw loaded.reason
+    }
+    if (started.status === "rejected") throw started.reason
+    const [transports, agent] = [loaded.value, started.value]
     return new ProcessRuntime(options.processId, options.cluster, agent, new TensorStore(), promiseFaces(transports), options.makeRef, options.whileReceiving)
   }
 
