@@ -84,6 +84,8 @@ export interface BenchRow {
 export interface ColdRow {
   readonly transport: string
   readonly bytes: number
+  /** From `start()` to the producer and the consumer spawned and in their groups: the cluster ready for its first call. */
+  readonly readyMs: number
   readonly samplesMs: ReadonlyArray<number>
   readonly medianMs: number
 }
@@ -251,11 +253,17 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   /**
    * A fresh cluster with the producer and the consumer, in a group of each transport that needs one:
    * `use` runs on it, then it shuts down. `tcpMs`: the TCP limit, over loopback here, or a raw stream
-   * from the producer's host to the consumer's.
+   * from the producer's host to the consumer's; `readyMs`: how long the cluster took to be ready.
    */
   const withPair = async <A>(
-    use: (cluster: Cluster, scenarioOf: (transport: string, bytes: number, loop: Loop) => Scenario, tcpMs: (bytes: number) => Promise<number>) => Promise<A>,
+    use: (
+      cluster: Cluster,
+      scenarioOf: (transport: string, bytes: number, loop: Loop) => Scenario,
+      tcpMs: (bytes: number) => Promise<number>,
+      readyMs: number,
+    ) => Promise<A>,
   ): Promise<A> => {
+    const t0 = performance.now()
     const cluster = await start({
       transports: [...modules],
       tracer: transferClock.tracer,
@@ -275,6 +283,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
           groups.push(await cluster.createCollectiveGroup([producer, consumer], { backend: transport }))
         }
       }
+      const readyMs = performance.now() - t0
       const result = await use(cluster, (transport, bytes, loop) => ({
         label: transport,
         make: () => producer.make.options({ tensorTransport: transport })(bytes),
@@ -284,7 +293,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         repeats,
         warmups: 0,
         minTimeMs,
-      }), tcpMs)
+      }), tcpMs, readyMs)
       for (const group of groups) await group.destroy()
       return result
     } finally {
@@ -297,12 +306,13 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const cold: Array<ColdRow> = []
   for (const transport of transports) {
     for (const bytes of sizes) {
-      const samplesMs = await withPair((cluster, scenarioOf) =>
-        timeScenario(cluster, { ...scenarioOf(transport, bytes, "natural"), repeats: COLD_CALLS, minTimeMs: 0 }, (run) =>
+      const { readyMs, samplesMs } = await withPair(async (cluster, scenarioOf, _tcpMs, readyMs) => ({
+        readyMs,
+        samplesMs: await timeScenario(cluster, { ...scenarioOf(transport, bytes, "natural"), repeats: COLD_CALLS, minTimeMs: 0 }, (run) =>
           step(`cold ${transport} ${formatSize(bytes)} ${run}/${COLD_CALLS}`),
         ),
-      )
-      cold.push({ transport, bytes, samplesMs, medianMs: median(samplesMs) })
+      }))
+      cold.push({ transport, bytes, readyMs, samplesMs, medianMs: median(samplesMs) })
     }
   }
 
