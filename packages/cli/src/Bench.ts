@@ -84,8 +84,11 @@ export interface BenchRow {
 export interface ColdRow {
   readonly transport: string
   readonly bytes: number
-  /** From `start()` to the producer and the consumer spawned and in their groups: the cluster ready for its first call. */
-  readonly readyMs: number
+  /**
+   * From `start()` (every transport of the run) to the producer and the consumer spawned and in their
+   * groups: the cluster ready for its first call. Absent from the results of earlier versions.
+   */
+  readonly readyMs?: number
   readonly samplesMs: ReadonlyArray<number>
   readonly medianMs: number
 }

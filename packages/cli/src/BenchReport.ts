@@ -35,14 +35,14 @@ export const formatTable = (result: BenchResult): string => {
   if (result.cold.length > 0) {
     lines.push(
       "",
-      `cold: a fresh cluster's start (start(), its two actors spawned and grouped) and its first ${COLD_CALLS} calls, natural loop, beside the warm median`,
+      `cold: a fresh cluster per row, how long it took to be ready (start() with every transport of the run, its two actors spawned, a group for each transport that needs one) and its first ${COLD_CALLS} calls, natural loop, beside the warm median`,
       "| transport | size | cluster ready ms | 1st call ms | cold median ms | cold max ms | warm median ms |",
       "|---|---|---|---|---|---|---|",
     )
     for (const c of result.cold) {
       const warm = result.rows.find((r) => r.transport === c.transport && r.bytes === c.bytes && r.loop === "natural") ?? result.rows.find((r) => r.transport === c.transport && r.bytes === c.bytes)
       lines.push(
-        `| ${c.transport} | ${formatSize(c.bytes)} | ${fixed(c.readyMs)} | ${fixed(c.samplesMs[0])} | ${fixed(c.medianMs)} | ${fixed(Math.max(...c.samplesMs))} | ${warm !== undefined ? fixed(warm.medianMs) : ""} |`,
+        `| ${c.transport} | ${formatSize(c.bytes)} | ${c.readyMs !== undefined ? fixed(c.readyMs) : ""} | ${fixed(c.samplesMs[0])} | ${fixed(c.medianMs)} | ${fixed(Math.max(...c.samplesMs))} | ${warm !== undefined ? fixed(warm.medianMs) : ""} |`,
       )
     }
   }

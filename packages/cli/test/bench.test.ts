@@ -44,7 +44,7 @@ describe("tensorlane bench", () => {
       }
     }
     expect(stdout).toMatch(/^\| gloo \| natural \| 1 MiB \| [\d.]+ \| \d+ \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|$/m)
-    expect(stdout).toMatch(/^cold: a fresh cluster's start \(start\(\), its two actors spawned and grouped\) and its first 10 calls/m)
+    expect(stdout).toMatch(/^cold: a fresh cluster per row, how long it took to be ready \(start\(\) with every transport of the run, .*\) and its first 10 calls/m)
 
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
     expect(result).toMatchObject({

@@ -15,10 +15,13 @@ const modules = {
   "tcp-effect": "@tensorlane-examples/transport-tcp/effect",
 }
 
+/** The transport modules a cluster over `transport` loads. */
+export const transportModules = (transport) => (transport in modules ? [modules[transport]] : [])
+
 /** Starts the cluster and its two actors: `a` makes, `b` consumes. The caller shuts it down. */
 export const startLoop = async (transport, loop) => {
   if (loop !== "released" && loop !== "natural") throw new Error(`the loop is "released" or "natural", not "${loop}"`)
-  const cluster = await start({ transports: transport in modules ? [modules[transport]] : [] })
+  const cluster = await start({ transports: transportModules(transport) })
   try {
     const [a, b] = await cluster.spawn(LoopWorker, { count: 2 })
     if (cluster.runtime.transport(transport).capabilities.needsGroup) await cluster.createCollectiveGroup([a, b], { backend: transport })

@@ -16,6 +16,7 @@ import { CallQueue } from "./actor/CallQueue.js"
 import { IdleRecycler } from "./actor/IdleRecycler.js"
 import type { ClusterMember } from "./agent/Agent.js"
 import type { Membership } from "./agent/Memberships.js"
+import { flushCompileCache } from "./compileCache.js"
 import { CLUSTER_CONFIG_VARIABLE, CLUSTER_MEMBER_VARIABLE } from "./node/variables.js"
 import { Connection, decoded } from "./connection.js"
 import type { Frame } from "./frame.js"
@@ -62,6 +63,7 @@ const onMessage = (message: ToActor, frame: Frame): void => {
       (started) => {
         actor = started
         send({ _tag: "Ready", agentAddress: started.runtime.agent.address, pid: process.pid })
+        flushCompileCache()
       },
       (error) => send({ _tag: "InitFailed", error: toWireError(error) }),
     )

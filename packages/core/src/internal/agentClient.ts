@@ -1,6 +1,6 @@
 /** The main thread's side of its process's transfer agent. */
 import type { Worker } from "node:worker_threads"
-import type { AgentCommand, AgentWorkerData } from "./agent/Agent.js"
+import type { AgentCommand, AgentStartOptions } from "./agent/Agent.js"
 import type { AgentEvent } from "./agent/Memberships.js"
 import type { WireError } from "./messages.js"
 import { TransferError } from "../Errors.js"
@@ -33,7 +33,7 @@ export class AgentClient {
   private constructor(private readonly worker: Worker) {}
 
   /** Starts the agent on `thread`: by default the one an actor started ahead (agentThread.ts), or a new one. */
-  static start(options: AgentWorkerData, onEvent: (event: AgentEvent) => void, thread: AgentThread = agentThread()): Promise<AgentClient> {
+  static start(options: AgentStartOptions, onEvent: (event: AgentEvent) => void, thread: AgentThread = agentThread()): Promise<AgentClient> {
     const worker = thread.worker
     const client = new AgentClient(worker)
     return new Promise((resolve, reject) => {
@@ -59,7 +59,11 @@ export class AgentClient {
             client.address = message.address!
             resolve(client)
           }
-          else reject(fromWireError(message.error!, { actor: options.processId, method: "agent start" }))
+          else {
+            reject(fromWireError(message.error!, { actor: options.processId, method: "agent start" }))
+            // Nothing will use it: its thread must not stay behind (a start() that failed, retried).
+            void worker.terminate()
+          }
         } else if ("event" in message) {
           onEvent(message)
         } else if ("released" in message) {

@@ -1,13 +1,14 @@
 /** The transfer agent's worker thread, after agentEntry.ts. */
 import { parentPort, receiveMessageOnPort } from "node:worker_threads"
-import { Agent, type AgentCommand, type AgentWorkerData } from "./agent/Agent.js"
+import { Agent, type AgentCommand, type AgentStartOptions } from "./agent/Agent.js"
+import { flushCompileCache } from "./compileCache.js"
 import type { BufferUse } from "./quarantine.js"
 import { toWireError } from "./wireError.js"
 
 const port = parentPort!
 
 /** Starts the agent. */
-const serve = (options: AgentWorkerData): Agent => {
+const serve = (options: AgentStartOptions): Agent => {
   const agent = new Agent({
     ...options,
     emit: (event) => port.postMessage(event),
@@ -16,7 +17,10 @@ const serve = (options: AgentWorkerData): Agent => {
     },
   })
   agent.start().then(
-    () => port.postMessage({ started: true, address: agent.address }),
+    () => {
+      port.postMessage({ started: true, address: agent.address })
+      flushCompileCache()
+    },
     (error) => port.postMessage({ started: false, error: toWireError(error) }),
   )
   return agent
@@ -45,7 +49,7 @@ function run(agent: Agent, { id, command }: { id: number; command: AgentCommand 
 
 let agent: Agent | undefined
 // The first message is the agent's options (agentThread.ts: an actor starts this thread before it has them); every later one a command.
-port.on("message", (message: AgentWorkerData | { id: number; command: AgentCommand }) => {
-  if (agent === undefined) agent = serve(message as AgentWorkerData)
+port.on("message", (message: AgentStartOptions | { id: number; command: AgentCommand }) => {
+  if (agent === undefined) agent = serve(message as AgentStartOptions)
   else run(agent, message as { id: number; command: AgentCommand })
 })

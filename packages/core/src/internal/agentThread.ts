@@ -4,7 +4,7 @@
  * loads its own, and hands it its options once the driver's Init has come (AgentClient).
  */
 import { fileURLToPath } from "node:url"
-import { Worker } from "node:worker_threads"
+import { SHARE_ENV, Worker } from "node:worker_threads"
 
 /** How the thread ended before anyone listened: its error, or its exit code. */
 export type AgentThreadEnd = { readonly error: Error } | { readonly exitCode: number }
@@ -15,7 +15,8 @@ export class AgentThread {
 
   /** `entry` is the thread's module: the agent's own, but for tests. */
   constructor(entry = new URL("./agent-main.js", import.meta.url)) {
-    this.worker = new Worker(fileURLToPath(entry))
+    // The process's environment itself, not a copy taken now: an actor's module may still set the agent's settings.
+    this.worker = new Worker(fileURLToPath(entry), { env: SHARE_ENV })
     // It must never keep a process alive on its own: AgentClient references it while it works.
     this.worker.unref()
     // Until AgentClient listens, an error or exit is kept for it rather than lost (or thrown, for an error).

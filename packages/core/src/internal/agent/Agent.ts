@@ -82,7 +82,7 @@ export interface AgentOptions {
 const PREPARE_WAIT_MS = 1000
 
 /** What the main thread gives its agent when it starts it (the rest are the worker's own functions). */
-export type AgentWorkerData = Omit<AgentOptions, "emit" | "takeQueuedCommands">
+export type AgentStartOptions = Omit<AgentOptions, "emit" | "takeQueuedCommands">
 
 interface Held {
   readonly transport: PromiseTransport
