@@ -1,7 +1,7 @@
 /**
  * Node's on-disk cache of compiled modules for the threads tensorlane starts (actor processes and
  * transfer agents): each loads the same modules at every start, and reading their bytecode back
- * instead of compiling it again takes about a sixth off a spawn on Node 24
+ * instead of compiling it again takes 10 to 14% off a spawn on Node 24
  * (docs/decisions/actor-start.md). Node runs whatever bytecode the folder holds for a module whose
  * source matches, so it is used only where no other user could have written it.
  */
