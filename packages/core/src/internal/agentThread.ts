@@ -6,12 +6,12 @@
 import { fileURLToPath } from "node:url"
 import { SHARE_ENV, Worker } from "node:worker_threads"
 
-/** How the thread ended before anyone listened: its error, or its exit code. */
+/** How the thread ended: its error, or its exit code. */
 export type AgentThreadEnd = { readonly error: Error } | { readonly exitCode: number }
 
 export class AgentThread {
   readonly worker: Worker
-  private endedEarly: AgentThreadEnd | undefined
+  private end: AgentThreadEnd | undefined
 
   /** `entry` is the thread's module: the agent's own, but for tests. */
   constructor(entry = new URL("./agent-main.js", import.meta.url)) {
@@ -20,13 +20,13 @@ export class AgentThread {
     // It must never keep a process alive on its own: AgentClient references it while it works.
     this.worker.unref()
     // Until AgentClient listens, an error or exit is kept for it rather than lost (or thrown, for an error).
-    this.worker.on("error", (error) => (this.endedEarly ??= { error }))
-    this.worker.on("exit", (exitCode) => (this.endedEarly ??= { exitCode }))
+    this.worker.on("error", (error) => (this.end ??= { error }))
+    this.worker.on("exit", (exitCode) => (this.end ??= { exitCode }))
   }
 
-  /** How it ended so far, if it did. */
+  /** How it ended, if it did. */
   get ended(): AgentThreadEnd | undefined {
-    return this.endedEarly
+    return this.end
   }
 }
 
