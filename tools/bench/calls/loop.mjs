@@ -6,22 +6,23 @@
  * per call (minor: fresh pages), full collections and their pauses on its main thread (the final,
  * atomic part of an incremental one: total per call and the longest); and the objects the producer
  * still holds at the end and at most during the loop. The first tenth of the calls warms up and is
- * not counted.
- *   npm run build, then node tools/bench/calls/loop.mjs [transport] [calls] [bytes] [released|natural]
- * (default object-store, 4000 calls, 4096 bytes, released; also gloo, nixl, shm, and tcp and
+ * not counted. With "driver" last, the program reads each result itself, `cluster.get(a.make(bytes))`,
+ * and the consumer idles.
+ *   npm run build, then node tools/bench/calls/loop.mjs [transport] [calls] [bytes] [released|natural] [actor|driver]
+ * (default object-store, 4000 calls, 4096 bytes, released, actor; also gloo, nixl, shm, and tcp and
  * tcp-effect, the two forms of examples/transport-tcp: written with Promises and in Effect).
  */
 import { loopCall, startLoop } from "./loopCluster.mjs"
 import { processUsage } from "./usage.mjs"
 
-const [transport = "object-store", calls = "4000", size = "4096", loop = "released"] = process.argv.slice(2)
+const [transport = "object-store", calls = "4000", size = "4096", loop = "released", to = "actor"] = process.argv.slice(2)
 const count = Number(calls)
 const bytes = Number(size)
 
 const { cluster, a, b } = await startLoop(transport, loop)
 try {
   const usages = async () => ({ driver: processUsage(), producer: await cluster.get(a.usage()), consumer: await cluster.get(b.usage()) })
-  const call = loopCall({ cluster, a, b }, transport, bytes, loop)
+  const call = loopCall({ cluster, a, b }, transport, bytes, loop, to)
   const held = async () => (await cluster.inspect()).processes[a.actorId].primary.length
   for (let i = 0; i < Math.ceil(count / 10); i++) await call()
   const before = await usages()
@@ -54,6 +55,7 @@ try {
     JSON.stringify({
       transport,
       loop,
+      to,
       calls: count,
       bytes,
       wallUsPerCall: perCall(wallMs * 1000),

@@ -32,17 +32,34 @@ export const startLoop = async (transport, loop) => {
   }
 }
 
-/** One call of the loop, checked. */
-export const loopCall = ({ cluster, a, b }, transport, bytes, loop) => {
+/**
+ * One call of the loop, checked. `to` is who reads the result: "actor", the consumer's method
+ * (`cluster.get(b.numel(made))`), or "driver", the program itself (`cluster.get(made)`, through the
+ * object store where the transport is two-sided).
+ */
+export const loopCall = ({ cluster, a, b }, transport, bytes, loop, to = "actor") => {
+  if (to !== "actor" && to !== "driver") throw new Error(`the result goes to "actor" or "driver", not "${to}"`)
   const make = a.make.options({ tensorTransport: transport })
+  const check = (count) => {
+    if (count !== bytes / 4) throw new Error("wrong count")
+  }
+  if (to === "driver") {
+    const options = cluster.runtime.transport(transport).capabilities.oneSided ? {} : { useObjectStore: true }
+    const read = async (made) => (await cluster.get(made, options)).numel
+    return loop === "natural"
+      ? async () => check(await read(make(bytes)))
+      : async () => {
+          const made = make(bytes)
+          check(await read(made))
+          made.release()
+        }
+  }
   return loop === "natural"
-    ? async () => {
-        if ((await cluster.get(b.numel(make(bytes)))) !== bytes / 4) throw new Error("wrong count")
-      }
+    ? async () => check(await cluster.get(b.numel(make(bytes))))
     : async () => {
         const made = make(bytes)
         const numel = b.numel(made)
-        if ((await cluster.get(numel)) !== bytes / 4) throw new Error("wrong count")
+        check(await cluster.get(numel))
         made.release()
         numel.release()
       }
