@@ -125,6 +125,24 @@ describe("host memory cache allowance", () => {
     expect(await loop(64)).toBe(4)
   })
 
+  it("raises the allowance after a collection on the spot, as after an idle one", async () => {
+    await freshCache(1 << 30)
+    // A driver receiving results: each dropped at once, no idle moment ever collecting. Eight blocks
+    // of 128 MiB fill the cache of 1 GiB; a collection on the spot pays at up to 67 ms (a fresh block's
+    // page faults at 2 GB/s).
+    const loop = async (calls: number) => {
+      const before = collections
+      for (let i = 0; i < calls; i++) {
+        allocator.cpuAllocator.allocate(128 * MiB).bytes[0] = 1
+        await nextJob()
+      }
+      return collections - before
+    }
+    // The climb from 2 to 8 blocks out takes 2 + 3 + ... + 8 calls; then one collection per 7 calls.
+    await loop(48)
+    expect(await loop(56)).toBeLessThanOrEqual(9)
+  })
+
   it("collects nothing while every size has fewer blocks out than its allowance", async () => {
     const { held, out } = await climb(3 * MiB, [4])
     expect([held.length, out]).toEqual([2, 4])

@@ -1,5 +1,7 @@
 /** The host memory cache behind the default CPU allocator (see HostMemoryCache). */
 import { totalmem } from "node:os"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { integerSetting, readSetting } from "../Settings.js"
 
 /** Storages below this size are not worth recycling: fresh small allocations are cheap. */
@@ -52,8 +54,13 @@ export const hostMemoryWarmCalls = (byteLength: number): number => {
   return calls
 }
 
-/** How long a measured collection time stands for the next one. */
+/**
+ * How long a measured collection time stands for the next one: a second, or this many times that
+ * collection's own time where longer, so that measuring again a collection too slow to pay (a program
+ * with a large heap of its own) takes at most a twentieth of the process's time.
+ */
 const STALE_ESTIMATE_MS = 1000
+const STALE_ESTIMATE_RATIO = 20
 
 /** The cache's capacity in bytes (TENSORLANE_HOST_CACHE_BYTES), read now. */
 export const recycleCapacity = (): number =>
@@ -65,8 +72,39 @@ interface Lent {
   readonly keeper: SharedArrayBuffer
 }
 
-/** `gc` exists when the process runs with --expose-gc (tensorlane starts actor processes so). */
-export const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () => void }).gc
+/** The collection V8 exposed at run time, once looked for: `null` before, `undefined` where it refused. */
+let exposedAtRunTime: (() => void) | undefined | null = null
+
+/**
+ * A full garbage collection of this process: `gc` where it runs with --expose-gc (tensorlane starts
+ * actor processes so); else, in a program's own process (the driver, seldom started with it), the one
+ * V8 exposes to a context made while the flag is turned on at run time; else none, said once by a
+ * process warning (its dropped refs and host memory then wait for the program's own collections).
+ */
+export const forceGc = (): (() => void) | undefined => {
+  const own = (globalThis as { gc?: () => void }).gc
+  if (own !== undefined) return own
+  if (exposedAtRunTime === null) exposedAtRunTime = exposeGc()
+  return exposedAtRunTime
+}
+
+const exposeGc = (): (() => void) | undefined => {
+  // V8 exposes `gc` only to contexts made while the flag is on.
+  let gc: unknown
+  try {
+    setFlagsFromString("--expose-gc")
+    gc = runInNewContext("gc")
+  } catch {
+    gc = undefined
+  } finally {
+    setFlagsFromString("--no-expose-gc")
+  }
+  if (typeof gc === "function") return gc as () => void
+  process.emitWarning("tensorlane: V8 exposes no garbage collection here: dropped refs and host memory wait for the program's own collections", {
+    code: "TENSORLANE_NO_GC",
+  })
+  return undefined
+}
 
 /**
  * Recycles the memory of large host storages once the garbage collector has proven that nothing can
@@ -84,8 +122,10 @@ export const forceGc = (): (() => void) | undefined => (globalThis as { gc?: () 
  * runs once a size has its allowance out and none idle, recycles all but the one still held, and
  * raises that size's allowance (`raisedAllowance`, from 2 up to `mostBlocksOut`): a long loop of
  * results ends up collecting once per allowance (2 to 128 blocks) instead of after each call, while a
- * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds the memory to what
- * the program really holds.
+ * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds
+ * the memory to what the program really holds. A process that reports no idle moments (the driver,
+ * receiving results) raises its allowances at those collections instead, or it would collect at every
+ * allocation of a size once two of its blocks are out.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
@@ -101,6 +141,8 @@ class HostMemoryCache {
   private droppedBytes = 0
   private lastCollectMs = 0
   private lastCollectAt = 0
+  /** Whether the process reports its idle moments (an actor does; the driver does not). */
+  private reportsIdle = false
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
 
   /**
@@ -109,27 +151,32 @@ class HostMemoryCache {
    */
   collectIdle(droppedBytes: number): void {
     this.droppedBytes += droppedBytes
+    this.reportsIdle = true
     const gc = forceGc()
     if (gc === undefined) return
     const short = this.sizesRunningOut()
     if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
     this.runCollection(gc)
-    this.trimStaleShares(short)
-    for (const byteLength of short) {
+    this.raise(short)
+  }
+
+  /** Sizes that ran out may have one step more out (see raisedAllowance); stale ones give their share back. */
+  private raise(sizes: ReadonlyArray<number>): void {
+    this.trimStaleShares(sizes)
+    for (const byteLength of sizes) {
       this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPastBase(byteLength)))
     }
-    // The registry's callbacks run later, as a task: what just died is made idle now.
-    for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
   }
 
   /**
    * A collection pays when it costs less than faulting in the pages it may recycle (taken as 2 GB/s).
-   * One slow collection (a busy machine) must not rule them out for good: after a second the estimate
-   * is measured again.
+   * One slow collection (a busy machine) must not rule them out for good: the estimate is measured
+   * again once stale (STALE_ESTIMATE_MS).
    */
   private worthCollecting(bytes: number): boolean {
     if (bytes < RECYCLE_MIN_BYTES) return false
-    return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > STALE_ESTIMATE_MS
+    const stands = Math.max(STALE_ESTIMATE_MS, STALE_ESTIMATE_RATIO * this.lastCollectMs)
+    return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > stands
   }
 
   /** The bytes that the allowances of sizes other than `byteLength` let out past their base each. */
@@ -167,13 +214,15 @@ class HostMemoryCache {
     gc()
     this.lastCollectAt = performance.now()
     this.lastCollectMs = this.lastCollectAt - started
+    // The registry's callbacks run later, as a task: what just died is made idle now.
+    for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
   }
 
   take(byteLength: number): SharedArrayBuffer {
     if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0) return new SharedArrayBuffer(byteLength)
     this.lastTaken.set(byteLength, ++this.takes)
     // Collect before looking: a WeakRef looked at keeps its target alive until the current job ends.
-    const keeper = this.idleOne(byteLength) ?? (this.collect(byteLength), this.deadOne(byteLength))
+    const keeper = this.idleOne(byteLength) ?? (this.collect(byteLength), this.idleOne(byteLength))
     const memory = keeper ?? new SharedArrayBuffer(byteLength)
     const handed = keeper === undefined ? memory : structuredClone(memory)
     const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory) }
@@ -218,21 +267,13 @@ class HostMemoryCache {
     return keeper
   }
 
-  private deadOne(byteLength: number): SharedArrayBuffer | undefined {
-    const set = this.lent.get(byteLength)
-    if (set === undefined) return undefined
-    for (const lent of set) {
-      if (lent.handed.deref() !== undefined) continue
-      set.delete(lent)
-      return lent.keeper
-    }
-    return undefined
-  }
-
   private collect(byteLength: number): void {
     const gc = forceGc()
     if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) < this.blocksOut(byteLength) || !this.worthCollecting(byteLength)) return
     this.runCollection(gc)
+    // Where idle moments come, a collection on the spot means frees lagging behind the allocations
+    // (objects whose refs the driver has not proven dropped yet): more blocks out would only hold more.
+    if (!this.reportsIdle) this.raise([byteLength])
   }
 
   private reclaim(lent: Lent): void {

@@ -11,8 +11,6 @@
  * it collects at once. An object released by hand leaves the count at once, and one object alone
  * starts nothing: a program that releases its refs never collects here, whatever their size.
  */
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { forceGc } from "../hostMemoryCache.js"
 import type { Entry } from "../objectDirectory.js"
 
@@ -31,31 +29,6 @@ const MIN_ALLOWANCE_BYTES = 16 << 20
  */
 export const droppedRefAllowance = (capacity: number): number => Math.max(MIN_ALLOWANCE_BYTES, capacity)
 
-/**
- * A full collection of the driver's heap; none where V8 refuses to expose one (refs then wait for the
- * program's own collections, as they would without this module), said once by a process warning.
- */
-const fullCollection = (): (() => void) => {
-  const exposed = forceGc()
-  if (exposed !== undefined) return exposed
-  // The driver runs in the program's own process, seldom started with --expose-gc: V8 lets the flag
-  // be turned on at run time, and then exposes `gc` to contexts made while it is on, only to them.
-  let gc: unknown
-  try {
-    setFlagsFromString("--expose-gc")
-    gc = runInNewContext("gc")
-  } catch {
-    gc = undefined
-  } finally {
-    setFlagsFromString("--no-expose-gc")
-  }
-  if (typeof gc === "function") return gc as () => void
-  process.emitWarning("tensorlane: V8 exposes no garbage collection here: refs left unreleased are freed only when the program collects", {
-    code: "TENSORLANE_NO_GC",
-  })
-  return () => {}
-}
-
 /** How long a collection that is due waits for the program's next call before it runs anyway. */
 const DUE_IDLE_MS = 100
 
@@ -66,7 +39,6 @@ export class DroppedRefs {
   /** A collection waits for the program's next call (or DUE_IDLE_MS). */
   private due: NodeJS.Timeout | undefined
   private scheduled = false
-  private gc: (() => void) | undefined
   private collected = 0
 
   constructor(
@@ -146,8 +118,9 @@ export class DroppedRefs {
       this.unproven = new Map()
       this.unprovenBytes = 0
       if (this.closed()) return
-      this.gc ??= fullCollection()
-      this.gc()
+      const gc = forceGc()
+      if (gc === undefined) return
+      gc()
       this.collected++
     })
   }
