@@ -7,7 +7,7 @@
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { cpuAllocator, recycleHostMemory } from "../src/CpuMemory.js"
 
 // Small enough that V8's own external-memory heuristics start no collection during a test.
@@ -16,7 +16,9 @@ const BYTES = 4 << 20
 const PLENTY = 1 << 30
 
 let collections = 0
+/** How long each collection takes on the clock of performance.now, where a test makes that clock. */
 let slowCollectionMs = 0
+let clockMs = 0
 const realGc = (() => {
   // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
   setFlagsFromString("--expose-gc")
@@ -27,8 +29,7 @@ beforeAll(() => {
   ;(globalThis as { gc?: () => void }).gc = () => {
     collections++
     realGc()
-    const until = performance.now() + slowCollectionMs
-    while (performance.now() < until);
+    clockMs += slowCollectionMs
   }
 })
 
@@ -93,26 +94,32 @@ describe("host memory recycling", () => {
     expect(collections).toBe(before)
   })
 
-  it("one slow collection rules out collections for twenty times its own time", async () => {
+  it("one slow collection rules out collections for twenty times its own time", () => {
     const dropped = 64 << 20
     // Eight blocks of a size held (more than a fresh cache lets it have out) and none idle: every
     // idle collection is due, if it pays.
     const held = Array.from({ length: 8 }, () => cpuAllocator.allocate(7 << 20))
-    slowCollectionMs = 80
-    recycleHostMemory(PLENTY)
-    slowCollectionMs = 0
-    const before = collections
-    // 80 ms is more than faulting in 64 MiB is assumed to cost (about 34 ms at 2 GB/s).
-    recycleHostMemory(dropped)
-    expect(collections).toBe(before)
-    // Past a second, but not past twenty times the 80 ms: still ruled out (a program whose own heap
-    // makes every collection slow would otherwise pay one each second).
-    await new Promise((r) => setTimeout(r, 1100))
-    recycleHostMemory(dropped)
-    expect(collections).toBe(before)
-    await new Promise((r) => setTimeout(r, 1500))
-    recycleHostMemory(dropped)
-    expect(collections).toBe(before + 1)
+    clockMs = 1e6
+    const clock = vi.spyOn(performance, "now").mockImplementation(() => clockMs)
+    try {
+      slowCollectionMs = 80
+      recycleHostMemory(PLENTY)
+      slowCollectionMs = 0
+      const before = collections
+      // 80 ms is more than faulting in 64 MiB is assumed to cost (about 34 ms at 2 GB/s).
+      recycleHostMemory(dropped)
+      expect(collections).toBe(before)
+      // Past a second, but not past twenty times the 80 ms: still ruled out (a program whose own heap
+      // makes every collection slow would otherwise pay one each second).
+      clockMs += 1100
+      recycleHostMemory(dropped)
+      expect(collections).toBe(before)
+      clockMs += 600
+      recycleHostMemory(dropped)
+      expect(collections).toBe(before + 1)
+    } finally {
+      clock.mockRestore()
+    }
     // Reachable until here, so that no collection recycles them.
     expect(held).toHaveLength(8)
   })

@@ -88,16 +88,21 @@ export const forceGc = (): (() => void) | undefined => {
   return exposedAtRunTime
 }
 
+/** `gc` as a new context sees it: there where the flag is on (the process started with it, and `globalThis.gc` went). */
+const contextGc = (): unknown => runInNewContext("typeof gc === 'function' ? gc : undefined")
+
 const exposeGc = (): (() => void) | undefined => {
-  // V8 exposes `gc` only to contexts made while the flag is on.
-  let gc: unknown
-  try {
-    setFlagsFromString("--expose-gc")
-    gc = runInNewContext("gc")
-  } catch {
-    gc = undefined
-  } finally {
-    setFlagsFromString("--no-expose-gc")
+  let gc: unknown = contextGc()
+  if (gc === undefined) {
+    // V8 exposes `gc` only to contexts made while the flag is on: on for one, then off as it was.
+    try {
+      setFlagsFromString("--expose-gc")
+      gc = contextGc()
+    } catch {
+      gc = undefined
+    } finally {
+      setFlagsFromString("--no-expose-gc")
+    }
   }
   if (typeof gc === "function") return gc as () => void
   process.emitWarning("tensorlane: V8 exposes no garbage collection here: dropped refs and host memory wait for the program's own collections", {
@@ -123,9 +128,10 @@ const exposeGc = (): (() => void) | undefined => {
  * raises that size's allowance (`raisedAllowance`, from 2 up to `mostBlocksOut`): a long loop of
  * results ends up collecting once per allowance (2 to 128 blocks) instead of after each call, while a
  * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds
- * the memory to what the program really holds. A process that reports no idle moments (the driver,
- * receiving results) raises its allowances at those collections instead, or it would collect at every
- * allocation of a size once two of its blocks are out.
+ * the memory to what the program really holds; one that finds nothing of the size dead pauses them for
+ * an allowance of allocations. A process that reports no idle moments (the driver, receiving results)
+ * raises its allowances at those collections instead, or it would collect at every allocation of a
+ * size once two of its blocks are out.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
@@ -141,8 +147,10 @@ class HostMemoryCache {
   private droppedBytes = 0
   private lastCollectMs = 0
   private lastCollectAt = 0
-  /** Whether the process reports its idle moments (an actor does; the driver does not). */
+  /** Whether the process has reported an idle moment (an actor, from its first call's end; never the driver). */
   private reportsIdle = false
+  /** No collection on the spot for a size before this many takes: the last one found none of it dead. */
+  private readonly spotPausedUntil = new Map<number, number>()
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
 
   /**
@@ -152,12 +160,13 @@ class HostMemoryCache {
   collectIdle(droppedBytes: number): void {
     this.droppedBytes += droppedBytes
     this.reportsIdle = true
-    const gc = forceGc()
-    if (gc === undefined) return
     const short = this.sizesRunningOut()
     if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
+    const gc = forceGc()
+    if (gc === undefined) return
     this.runCollection(gc)
     this.raise(short)
+    this.reclaimDead()
   }
 
   /** Sizes that ran out may have one step more out (see raisedAllowance); stale ones give their share back. */
@@ -171,7 +180,7 @@ class HostMemoryCache {
   /**
    * A collection pays when it costs less than faulting in the pages it may recycle (taken as 2 GB/s).
    * One slow collection (a busy machine) must not rule them out for good: the estimate is measured
-   * again once stale (STALE_ESTIMATE_MS).
+   * again once stale (STALE_ESTIMATE_MS, or STALE_ESTIMATE_RATIO times that collection's time).
    */
   private worthCollecting(bytes: number): boolean {
     if (bytes < RECYCLE_MIN_BYTES) return false
@@ -214,7 +223,10 @@ class HostMemoryCache {
     gc()
     this.lastCollectAt = performance.now()
     this.lastCollectMs = this.lastCollectAt - started
-    // The registry's callbacks run later, as a task: what just died is made idle now.
+  }
+
+  /** The registry's callbacks run later, as a task: what a collection just proved dead is made idle now. */
+  private reclaimDead(): void {
     for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
   }
 
@@ -222,7 +234,7 @@ class HostMemoryCache {
     if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0) return new SharedArrayBuffer(byteLength)
     this.lastTaken.set(byteLength, ++this.takes)
     // Collect before looking: a WeakRef looked at keeps its target alive until the current job ends.
-    const keeper = this.idleOne(byteLength) ?? (this.collect(byteLength), this.idleOne(byteLength))
+    const keeper = this.idleOne(byteLength) ?? this.collectOnTheSpot(byteLength)
     const memory = keeper ?? new SharedArrayBuffer(byteLength)
     const handed = keeper === undefined ? memory : structuredClone(memory)
     const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory) }
@@ -267,13 +279,37 @@ class HostMemoryCache {
     return keeper
   }
 
-  private collect(byteLength: number): void {
+  /**
+   * A miss with the size's allowance out: a collection if it pays, and a block of the size it proved
+   * dead, handed out as is (it may be larger than what the cache keeps idle); the others it proved
+   * dead become idle. One that finds none of the size dead (the program holds them) is not tried
+   * again for an allowance's worth of allocations: a program keeping its results pays one collection
+   * per allowance, not one per allocation.
+   */
+  private collectOnTheSpot(byteLength: number): SharedArrayBuffer | undefined {
+    if (this.takes < (this.spotPausedUntil.get(byteLength) ?? 0)) return undefined
+    if ((this.lent.get(byteLength)?.size ?? 0) < this.blocksOut(byteLength) || !this.worthCollecting(byteLength)) return undefined
     const gc = forceGc()
-    if (gc === undefined || (this.lent.get(byteLength)?.size ?? 0) < this.blocksOut(byteLength) || !this.worthCollecting(byteLength)) return
+    if (gc === undefined) return undefined
     this.runCollection(gc)
     // Where idle moments come, a collection on the spot means frees lagging behind the allocations
     // (objects whose refs the driver has not proven dropped yet): more blocks out would only hold more.
     if (!this.reportsIdle) this.raise([byteLength])
+    const keeper = this.deadOne(byteLength)
+    if (keeper === undefined) this.spotPausedUntil.set(byteLength, this.takes + this.blocksOut(byteLength))
+    this.reclaimDead()
+    return keeper
+  }
+
+  private deadOne(byteLength: number): SharedArrayBuffer | undefined {
+    const set = this.lent.get(byteLength)
+    if (set === undefined) return undefined
+    for (const lent of set) {
+      if (lent.handed.deref() !== undefined) continue
+      set.delete(lent)
+      return lent.keeper
+    }
+    return undefined
   }
 
   private reclaim(lent: Lent): void {
