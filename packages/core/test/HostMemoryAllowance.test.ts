@@ -157,6 +157,18 @@ describe("host memory cache allowance", () => {
     expect(collections - before).toBeLessThanOrEqual(10)
   })
 
+  it("ends that pause once the process drops memory", async () => {
+    await freshCache(1 << 30)
+    // The third block's collection finds the first two held, and pauses.
+    const kept = [0, 1, 2].map(() => allocator.cpuAllocator.allocate(64 * MiB).bytes)
+    for (const bytes of kept) bytes[0] = 1
+    kept.length = 0
+    await nextJob()
+    // A drop too small to collect for: the next miss collects on the spot and finds a dropped block.
+    allocator.recycleHostMemory(1)
+    expect(allocator.cpuAllocator.allocate(64 * MiB).bytes[0]).toBe(1)
+  })
+
   it("collects nothing while every size has fewer blocks out than its allowance", async () => {
     const { held, out } = await climb(3 * MiB, [4])
     expect([held.length, out]).toEqual([2, 4])

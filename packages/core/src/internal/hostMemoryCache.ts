@@ -129,7 +129,7 @@ const exposeGc = (): (() => void) | undefined => {
  * results ends up collecting once per allowance (2 to 128 blocks) instead of after each call, while a
  * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds
  * the memory to what the program really holds; one that finds nothing of the size dead pauses them for
- * an allowance of allocations. A process that reports no idle moments (the driver, receiving results)
+ * an allowance of allocations, or until the process reports a drop. A process that reports no idle moments (the driver, receiving results)
  * raises its allowances at those collections instead, or it would collect at every allocation of a
  * size once two of its blocks are out.
  */
@@ -160,6 +160,8 @@ class HostMemoryCache {
   collectIdle(droppedBytes: number): void {
     this.droppedBytes += droppedBytes
     this.reportsIdle = true
+    // What the process dropped may be what a paused size's collection found held.
+    if (droppedBytes > 0) this.spotPausedUntil.clear()
     const short = this.sizesRunningOut()
     if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
     const gc = forceGc()
@@ -283,8 +285,8 @@ class HostMemoryCache {
    * A miss with the size's allowance out: a collection if it pays, and a block of the size it proved
    * dead, handed out as is (it may be larger than what the cache keeps idle); the others it proved
    * dead become idle. One that finds none of the size dead (the program holds them) is not tried
-   * again for an allowance's worth of allocations: a program keeping its results pays one collection
-   * per allowance, not one per allocation.
+   * again for an allowance's worth of allocations, or until the process reports a drop: a program
+   * keeping its results pays one collection per allowance, not one per allocation.
    */
   private collectOnTheSpot(byteLength: number): SharedArrayBuffer | undefined {
     if (this.takes < (this.spotPausedUntil.get(byteLength) ?? 0)) return undefined
