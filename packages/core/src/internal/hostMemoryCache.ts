@@ -129,9 +129,9 @@ const exposeGc = (): (() => void) | undefined => {
  * results ends up collecting once per allowance (2 to 128 blocks) instead of after each call, while a
  * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds
  * the memory to what the program really holds; one that finds nothing of the size dead pauses them for
- * an allowance of allocations, or until the process reports a drop. A process that reports no idle moments (the driver, receiving results)
- * raises its allowances at those collections instead, or it would collect at every allocation of a
- * size once two of its blocks are out.
+ * an allowance of allocations, or until the process reports a drop. A process that reports no idle
+ * moments (the driver, receiving results) raises its allowances at those collections instead, or it
+ * would collect at every allocation of a size once two of its blocks are out.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
