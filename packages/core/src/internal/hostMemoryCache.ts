@@ -131,7 +131,8 @@ const exposeGc = (): (() => void) | undefined => {
  * the memory to what the program really holds; one that finds nothing of the size dead pauses them for
  * an allowance of allocations, or until the process reports a drop. A process that reports no idle
  * moments (the driver, receiving results) raises its allowances at those collections instead, or it
- * would collect at every allocation of a size once two of its blocks are out.
+ * would collect at every allocation of a size once two of its blocks are out, and weighs each against
+ * the page faults of all the size's blocks out, which it may recycle, not of one.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
@@ -290,12 +291,16 @@ class HostMemoryCache {
    */
   private collectOnTheSpot(byteLength: number): SharedArrayBuffer | undefined {
     if (this.takes < (this.spotPausedUntil.get(byteLength) ?? 0)) return undefined
-    if ((this.lent.get(byteLength)?.size ?? 0) < this.blocksOut(byteLength) || !this.worthCollecting(byteLength)) return undefined
+    const out = this.lent.get(byteLength)?.size ?? 0
+    // Where idle moments come, a collection on the spot means frees lagging behind the allocations
+    // (objects whose refs the driver has not proven dropped yet): it pays for the block it hands out,
+    // and more blocks out would only hold more. Where none come (the driver), it is the only kind: it
+    // may recycle every block of the size out, and the size may have more out after it.
+    const recyclable = this.reportsIdle ? byteLength : out * byteLength
+    if (out < this.blocksOut(byteLength) || !this.worthCollecting(recyclable)) return undefined
     const gc = forceGc()
     if (gc === undefined) return undefined
     this.runCollection(gc)
-    // Where idle moments come, a collection on the spot means frees lagging behind the allocations
-    // (objects whose refs the driver has not proven dropped yet): more blocks out would only hold more.
     if (!this.reportsIdle) this.raise([byteLength])
     const keeper = this.deadOne(byteLength)
     if (keeper === undefined) this.spotPausedUntil.set(byteLength, this.takes + this.blocksOut(byteLength))
