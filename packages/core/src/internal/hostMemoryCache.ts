@@ -129,7 +129,8 @@ const exposeGc = (): (() => void) | undefined => {
  * results ends up collecting once per allowance (2 to 128 blocks) instead of after each call, while a
  * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds
  * the memory to what the program really holds; one that finds nothing of the size dead pauses them for
- * an allowance of allocations, or until the process reports a drop. A process that reports no idle
+ * an allowance of allocations, each such pause twice the last, until the process reports a drop or
+ * one finds a block dead. A process that reports no idle
  * moments (the driver, receiving results) raises its allowances at those collections instead, or it
  * would collect at every allocation of a size once two of its blocks are out, and weighs each against
  * the page faults of all the size's blocks out, which it may recycle, not of one.
@@ -150,8 +151,11 @@ class HostMemoryCache {
   private lastCollectAt = 0
   /** Whether the process has reported an idle moment (an actor, from its first call's end; never the driver). */
   private reportsIdle = false
-  /** No collection on the spot for a size before this many takes: the last one found none of it dead. */
-  private readonly spotPausedUntil = new Map<number, number>()
+  /**
+   * No collection on the spot for a size before `until` takes: the last ones found none of it dead,
+   * the pause twice as long after each (`takes`).
+   */
+  private readonly spotPaused = new Map<number, { readonly until: number; readonly takes: number }>()
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
 
   /**
@@ -162,7 +166,7 @@ class HostMemoryCache {
     this.droppedBytes += droppedBytes
     this.reportsIdle = true
     // What the process dropped may be what a paused size's collection found held.
-    if (droppedBytes > 0) this.spotPausedUntil.clear()
+    if (droppedBytes > 0) this.spotPaused.clear()
     const short = this.sizesRunningOut()
     if (short.length === 0 || !this.worthCollecting(this.droppedBytes)) return
     const gc = forceGc()
@@ -286,11 +290,13 @@ class HostMemoryCache {
    * A miss with the size's allowance out: a collection if it pays, and a block of the size it proved
    * dead, handed out as is (it may be larger than what the cache keeps idle); the others it proved
    * dead become idle. One that finds none of the size dead (the program holds them) is not tried
-   * again for an allowance's worth of allocations, or until the process reports a drop: a program
-   * keeping its results pays one collection per allowance, not one per allocation.
+   * again for an allowance's worth of allocations, twice that after another such, and so on, or
+   * until the process reports a drop or a collection finds one: a program keeping its results pays
+   * a few collections in all, not one per allowance.
    */
   private collectOnTheSpot(byteLength: number): SharedArrayBuffer | undefined {
-    if (this.takes < (this.spotPausedUntil.get(byteLength) ?? 0)) return undefined
+    const paused = this.spotPaused.get(byteLength)
+    if (this.takes < (paused?.until ?? 0)) return undefined
     const out = this.lent.get(byteLength)?.size ?? 0
     // Where idle moments come, a collection on the spot means frees lagging behind the allocations
     // (objects whose refs the driver has not proven dropped yet): it pays for the block it hands out,
@@ -303,7 +309,11 @@ class HostMemoryCache {
     this.runCollection(gc)
     if (!this.reportsIdle) this.raise([byteLength])
     const keeper = this.deadOne(byteLength)
-    if (keeper === undefined) this.spotPausedUntil.set(byteLength, this.takes + this.blocksOut(byteLength))
+    if (keeper !== undefined) this.spotPaused.delete(byteLength)
+    else {
+      const takes = paused === undefined ? this.blocksOut(byteLength) : 2 * paused.takes
+      this.spotPaused.set(byteLength, { until: this.takes + takes, takes })
+    }
     this.reclaimDead()
     return keeper
   }
