@@ -129,11 +129,11 @@ const exposeGc = (): (() => void) | undefined => {
  * results ends up collecting once per allowance (2 to 128 blocks) instead of after each call, while a
  * short one pays for few fresh blocks. Beyond its allowance, a miss collects on the spot, which bounds
  * the memory to what the program really holds; one that finds nothing of the size dead pauses them for
- * an allowance of allocations, each such pause twice the last, until the process reports a drop or
- * one finds a block dead. A process that reports no idle
- * moments (the driver, receiving results) raises its allowances at those collections instead, or it
- * would collect at every allocation of a size once two of its blocks are out, and weighs each against
- * the page faults of all the size's blocks out, which it may recycle, not of one.
+ * an allowance of allocations, each such pause twice the last up to the cache's worth of the size,
+ * until the process reports a drop. A process that reports no idle moments (the driver, receiving
+ * results) raises its allowances at those collections instead, or it would collect at every
+ * allocation of a size once two of its blocks are out. It also weighs each of them against the page
+ * faults of all the size's blocks out, which it may recycle, not of one.
  */
 class HostMemoryCache {
   private readonly idle = new Map<number, Array<SharedArrayBuffer>>()
@@ -152,8 +152,8 @@ class HostMemoryCache {
   /** Whether the process has reported an idle moment (an actor, from its first call's end; never the driver). */
   private reportsIdle = false
   /**
-   * No collection on the spot for a size before `until` takes: the last ones found none of it dead,
-   * the pause twice as long after each (`takes`).
+   * No collection on the spot for a size before `until` takes: the last one found none of it dead;
+   * the pause, `takes` long, is twice the last one's (see collectOnTheSpot).
    */
   private readonly spotPaused = new Map<number, { readonly until: number; readonly takes: number }>()
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
@@ -290,28 +290,30 @@ class HostMemoryCache {
    * A miss with the size's allowance out: a collection if it pays, and a block of the size it proved
    * dead, handed out as is (it may be larger than what the cache keeps idle); the others it proved
    * dead become idle. One that finds none of the size dead (the program holds them) is not tried
-   * again for an allowance's worth of allocations, twice that after another such, and so on, or
-   * until the process reports a drop or a collection finds one: a program keeping its results pays
-   * a few collections in all, not one per allowance.
+   * again for an allowance's worth of allocations, twice that after another such, and so on up to as
+   * many blocks as the cache holds (the fresh blocks a pause takes wait for the next collection:
+   * V8 counts no SharedArrayBuffer's memory towards its own), or until the process reports a drop: a
+   * program keeping its results pays a collection per cache's worth of them, not one per allowance.
    */
   private collectOnTheSpot(byteLength: number): SharedArrayBuffer | undefined {
     const paused = this.spotPaused.get(byteLength)
     if (this.takes < (paused?.until ?? 0)) return undefined
     const out = this.lent.get(byteLength)?.size ?? 0
     // Where idle moments come, a collection on the spot means frees lagging behind the allocations
-    // (objects whose refs the driver has not proven dropped yet): it pays for the block it hands out,
-    // and more blocks out would only hold more. Where none come (the driver), it is the only kind: it
-    // may recycle every block of the size out, and the size may have more out after it.
-    const recyclable = this.reportsIdle ? byteLength : out * byteLength
+    // (objects whose refs the driver has not proven dropped yet): it pays for the block it hands out.
+    // Where none come (the driver), it is the only kind: it may recycle every block of the size out,
+    // as many as the cache keeps and the one it hands out.
+    const recyclable = this.reportsIdle ? byteLength : Math.min(out * byteLength, this.capacity + byteLength)
     if (out < this.blocksOut(byteLength) || !this.worthCollecting(recyclable)) return undefined
     const gc = forceGc()
     if (gc === undefined) return undefined
     this.runCollection(gc)
+    // Where idle moments come, more blocks out would only hold more.
     if (!this.reportsIdle) this.raise([byteLength])
     const keeper = this.deadOne(byteLength)
-    if (keeper !== undefined) this.spotPaused.delete(byteLength)
-    else {
-      const takes = paused === undefined ? this.blocksOut(byteLength) : 2 * paused.takes
+    if (keeper === undefined) {
+      const longest = Math.max(this.blocksOut(byteLength), Math.floor(this.capacity / byteLength))
+      const takes = paused === undefined ? this.blocksOut(byteLength) : Math.min(2 * paused.takes, longest)
       this.spotPaused.set(byteLength, { until: this.takes + takes, takes })
     }
     this.reclaimDead()
