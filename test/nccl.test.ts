@@ -7,11 +7,9 @@
  * group(name).allGather, rolling back a failure on one rank on every rank.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
-import { join } from "node:path"
 import { type ActorHandle, type Cluster, type ObjectRef, start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { buildDoubles, readLog } from "../packages/transport-nccl/test/double/build.ts"
+import { buildDoubles, doublesFolder, readLog } from "../packages/transport-nccl/test/double/build.ts"
 import { NcclWorker } from "./fixtures/ncclActors.mjs"
 import { expectClean, rejection, take } from "./helpers.ts"
 
@@ -19,10 +17,15 @@ const NCCL = "@tensorlane/transport-nccl"
 const hasGpu = fs.existsSync("/dev/nvidia0")
 
 let cluster: Cluster
+// What the test doubles write, removed once the actors that loaded them are gone.
+const folder = doublesFolder()
 beforeAll(async () => {
   cluster = await start({ transports: [NCCL] })
 }, 60_000)
-afterAll(() => cluster?.shutdown())
+afterAll(async () => {
+  await cluster?.shutdown()
+  folder.remove()
+})
 
 describe("real libraries", () => {
   let a: ActorHandle<typeof NcclWorker>
@@ -50,7 +53,7 @@ describe("real libraries", () => {
 
 describe("pool registration across actor processes (test doubles of NCCL and CUDA)", () => {
   const doubles = buildDoubles()
-  const log = join(os.tmpdir(), `fake-nccl-actors-${process.pid}.log`)
+  const log = folder.log("actors")
   const env = { ...doubles.env, FAKE_NCCL_LOG: log, NCCL_SOCKET_IFNAME: "lo" }
   let ranks: Array<ActorHandle<typeof NcclWorker>>
   const GROUP = "dp"
@@ -60,7 +63,6 @@ describe("pool registration across actor processes (test doubles of NCCL and CUD
     ranks = await cluster.spawn(NcclWorker, { count: 2, env })
     await cluster.createCollectiveGroup(ranks, { backend: "nccl", name: GROUP })
   })
-  afterAll(() => fs.rmSync(log, { force: true }))
 
   const all = <T>(call: (r: ActorHandle<typeof NcclWorker>) => ObjectRef<T>): Promise<Array<T>> =>
     Promise.all(ranks.map((r) => take(cluster)(call(r))))

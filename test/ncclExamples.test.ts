@@ -7,8 +7,8 @@ import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-import { describe, expect, it } from "vitest"
-import { buildDoubles } from "../packages/transport-nccl/test/double/build.ts"
+import { afterAll, describe, expect, it } from "vitest"
+import { buildDoubles, doublesFolder } from "../packages/transport-nccl/test/double/build.ts"
 
 const run = promisify(execFile)
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -29,8 +29,11 @@ describe.skipIf(hasGpu)("NCCL examples without a GPU", () => {
 })
 
 describe("the Megatron pool example against the test doubles", () => {
+  const folder = doublesFolder()
+  afterAll(() => folder.remove())
+
   it("registers trainer 0's pool with dp and ep, and the others with their one group", async () => {
-    const { stdout } = await runExample("megatron-pool.ts", { ...buildDoubles().env, FAKE_NCCL_COLLECTIVE: "1" })
+    const { stdout } = await runExample("megatron-pool.ts", { ...buildDoubles().env, ...folder.env, FAKE_NCCL_COLLECTIVE: "1" })
     expect(stdout).toMatch(/^trainer 0: 8192 bytes in 1 segment\(s\)$/m)
     expect(stdout).toMatch(/^trainer 0 registered with: \{"dp":1,"ep":1\}$/m)
     expect(stdout).toMatch(/^trainer 1 registered with: \{"dp":1\}$/m)

@@ -9,19 +9,18 @@
  * in symmetric.test.ts; real windows need GPUs (symmetric.gpu.test.ts).
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
-import { join } from "node:path"
 import { type ActorHandle, type Cluster, type CollectiveGroup, type ObjectRef, start } from "@tensorlane/core"
 import { SymmetricBackendError } from "@tensorlane/symmetric-mem"
 import { NcclError, NcclRegistrationError, NcclVersionError } from "@tensorlane/transport-nccl"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { buildDoubles, readLog } from "../packages/transport-nccl/test/double/build.ts"
+import { buildDoubles, doublesFolder, readLog } from "../packages/transport-nccl/test/double/build.ts"
 import { SymWorker } from "./fixtures/symmetricActors.mjs"
 import { rejection, take as takeFrom } from "./helpers.ts"
 
 const doubles = buildDoubles()
-const log = join(os.tmpdir(), `fake-nccl-symmetric-${process.pid}.log`)
-const env = { ...doubles.env, FAKE_NCCL_LOG: log, FAKE_NCCL_COLLECTIVE: "1", NCCL_SOCKET_IFNAME: "lo" }
+const folder = doublesFolder()
+const log = folder.log("symmetric")
+const env = { ...doubles.env, ...folder.env, FAKE_NCCL_LOG: log, FAKE_NCCL_COLLECTIVE: "1", NCCL_SOCKET_IFNAME: "lo" }
 
 let cluster: Cluster
 let ranks: Array<ActorHandle<typeof SymWorker>>
@@ -50,7 +49,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cluster?.shutdown()
-  fs.rmSync(log, { force: true })
+  folder.remove()
 })
 
 beforeEach(() => {
@@ -181,19 +180,14 @@ describe("nccl-window over a group that is not an nccl group (test doubles)", ()
 
 describe("the version gate (test doubles reporting NCCL 2.27.0)", () => {
   it("refuses on every rank with NcclVersionError before allocating anything", async () => {
-    const oldLog = join(os.tmpdir(), `fake-nccl-symmetric-old-${process.pid}.log`)
-    fs.rmSync(oldLog, { force: true })
+    const oldLog = folder.log("old")
     const old = await cluster.spawn(SymWorker, { count: 2, env: { ...env, FAKE_NCCL_LOG: oldLog, FAKE_NCCL_VERSION: "22700" } })
-    try {
-      await cluster.createCollectiveGroup(old, { backend: "nccl", name: "old" })
-      const failed = await Promise.all(old.map((w) => rejection(take(w.alloc("v", [16], "float32", { group: "old" })))))
-      for (const e of failed) {
-        expect(e).toBeInstanceOf(NcclVersionError)
-        expect(e).toMatchObject({ feature: "windows", required: "2.27.3", found: "2.27.0" })
-      }
-      expect(readLog(oldLog).filter((l) => l.startsWith("ncclMemAlloc"))).toEqual([])
-    } finally {
-      fs.rmSync(oldLog, { force: true })
+    await cluster.createCollectiveGroup(old, { backend: "nccl", name: "old" })
+    const failed = await Promise.all(old.map((w) => rejection(take(w.alloc("v", [16], "float32", { group: "old" })))))
+    for (const e of failed) {
+      expect(e).toBeInstanceOf(NcclVersionError)
+      expect(e).toMatchObject({ feature: "windows", required: "2.27.3", found: "2.27.0" })
     }
+    expect(readLog(oldLog).filter((l) => l.startsWith("ncclMemAlloc"))).toEqual([])
   })
 })

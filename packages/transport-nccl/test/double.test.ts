@@ -8,8 +8,6 @@
  */
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
-import { join } from "node:path"
 import { promisify } from "node:util"
 import { Tensor } from "@tensorlane/core"
 import * as Cause from "effect/Cause"
@@ -34,12 +32,13 @@ import {
   registerMemPool,
   registerNcclWindow,
 } from "../src/index.js"
-import { buildDoubles, readLog } from "./double/build.js"
+import { buildDoubles, doublesFolder, readLog } from "./double/build.js"
 
 const doubles = buildDoubles()
-const LOG = join(os.tmpdir(), `fake-nccl-${process.pid}.log`)
+const folder = doublesFolder()
+const LOG = folder.log("calls")
 // Window calls wait for every rank, as NCCL's do.
-Object.assign(process.env, doubles.env, { FAKE_NCCL_LOG: LOG, FAKE_NCCL_COLLECTIVE: "1" })
+Object.assign(process.env, doubles.env, folder.env, { FAKE_NCCL_LOG: LOG, FAKE_NCCL_COLLECTIVE: "1" })
 
 /** In-memory all-gather among `worldSize` members, round by round (the control plane's role). */
 const exchange = (worldSize: number) => {
@@ -79,7 +78,7 @@ beforeEach(() => {
   delete process.env.FAKE_NCCL_HANG
   delete process.env.FAKE_NCCL_ABORT_MS
 })
-afterAll(() => fs.rmSync(LOG, { force: true }))
+afterAll(() => folder.remove())
 
 describe("the transport over the test double", () => {
   let dp: Array<PoolGroup>

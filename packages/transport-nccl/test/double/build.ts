@@ -37,6 +37,20 @@ export const buildDoubles = (): Doubles => {
   return { nccl, cudart, env: { TENSORLANE_NCCL_LIBRARY: nccl, TENSORLANE_CUDART_LIBRARY: cudart } }
 }
 
+/**
+ * A folder of one test file's own for what the doubles write: call logs (`log(name)`, for
+ * FAKE_NCCL_LOG) and the collective calls' turns (`env`: FAKE_NCCL_TURNS). `remove()` deletes it,
+ * once every process that loaded the doubles has ended (each writes there until it does).
+ */
+export const doublesFolder = () => {
+  const path = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-nccl-double-"))
+  return {
+    log: (name: string): string => join(path, `${name}.log`),
+    env: { FAKE_NCCL_TURNS: join(path, "turns") },
+    remove: (): void => fs.rmSync(path, { recursive: true, force: true }),
+  }
+}
+
 /** The double's call log, one call per line. */
 export const readLog = (path: string): Array<string> =>
   fs.existsSync(path) ? fs.readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0) : []

@@ -7,8 +7,8 @@
  * a communicator's call completes (ncclCommGetAsyncError stops reporting ncclInProgress) only once
  * every rank of the communicator made its call of the same turn; a rank that fails its call never
  * arrives, and the others wait. Ranks may live in several processes: each arrival appends a record
- * (the call and the window's size) to a file named by the unique id and the turn, under
- * $TMPDIR/tensorlane-fake-nccl-turns (unique ids name the process and the time). Ranks whose calls
+ * (the call and the window's size) to a file named by the unique id and the turn, in the folder
+ * $FAKE_NCCL_TURNS, which the test makes and removes (unique ids name the process and the time). Ranks whose calls
  * of one turn differ fail it (ncclCommGetAsyncError reports ncclInvalidUsage), where NCCL would
  * hang or corrupt: collective calls must come in the same order everywhere. Window handles are
  * opaque, and odd ranks' are complemented so that their order differs between ranks, as NCCL's may.
@@ -106,9 +106,11 @@ static int injected(const char* fn, int rank) {
 
 /* The file counting arrivals at one turn of one communicator's collective window calls. */
 static void turnPath(const struct ncclComm* comm, int turn, char* path, size_t size) {
-  const char* tmp = getenv("TMPDIR");
-  char dir[512];
-  snprintf(dir, sizeof(dir), "%s/tensorlane-fake-nccl-turns", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  const char* dir = getenv("FAKE_NCCL_TURNS");
+  if (dir == NULL || dir[0] == '\0') {
+    fprintf(stderr, "fake_nccl: FAKE_NCCL_COLLECTIVE=1 needs FAKE_NCCL_TURNS, a folder for the turns' records\n");
+    abort();
+  }
   mkdir(dir, 0700);
   snprintf(path, size, "%s/%s-%d", dir, comm->id, turn);
 }
