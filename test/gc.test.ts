@@ -2,10 +2,9 @@
  * Refs that are never released are freed by garbage collection (FinalizationRegistry) in the driver;
  * actors collect the memory of freed objects while idle, so that it comes back warm.
  */
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { type ActorHandle, type Cluster, start } from "@tensorlane/core"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { exposedGc as gc } from "../packages/core/test/helpers/gc.ts"
 import { Worker } from "./fixtures/actors.ts"
 import { eventually, expectClean, TMPFILE } from "./helpers.ts"
 
@@ -34,9 +33,6 @@ it("frees objects whose refs were garbage-collected, in every store and transpor
   const held = await cluster.inspect()
   expect(held.objects.length).toBeGreaterThan(0)
   expect(held.processes[a.actorId].registrations.length).toBeGreaterThan(0)
-  // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
-  setFlagsFromString("--expose-gc")
-  const gc = runInNewContext("gc") as () => void
   const left = await eventually(
     async () => {
       gc()

@@ -1,5 +1,3 @@
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { Worker } from "node:worker_threads"
 import { describe, expect, it } from "vitest"
 import type { Allocator, Storage } from "../src/Allocator.js"
@@ -15,6 +13,7 @@ import {
 } from "../src/Errors.js"
 import { Tensor } from "../src/Tensor.js"
 import { thrown } from "./helpers/errors.ts"
+import { exposedGc as gc } from "./helpers/gc.ts"
 
 describe("Device", () => {
   it("parses canonical device strings", () => {
@@ -201,9 +200,6 @@ describe("createCpuMemoryPool", () => {
   })
 
   it("returns the block of a garbage-collected Storage", async () => {
-    // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
-    setFlagsFromString("--expose-gc")
-    const gc = runInNewContext("gc") as () => void
     const pool = createCpuMemoryPool({ capacity: 1024 })
     const leak = (): void => {
       pool.allocate(1024)

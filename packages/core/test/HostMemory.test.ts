@@ -5,37 +5,16 @@
  * dropped memory waiting, warm, for the next allocations and raise the allowance. Recycled memory is
  * recognised by a marker byte (fresh memory is zero).
  */
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { describe, expect, it } from "vitest"
 import { cpuAllocator, recycleHostMemory } from "../src/CpuMemory.js"
+import { countedGc, onCollectionClock } from "./helpers/gc.ts"
 
 // Small enough that V8's own external-memory heuristics start no collection during a test.
 const BYTES = 4 << 20
 /** A drop worth any collection: faulting 1 GiB in costs more than this worker's collections. */
 const PLENTY = 1 << 30
 
-let collections = 0
-/** How long each collection takes on the clock of performance.now, where a test makes that clock. */
-let slowCollectionMs = 0
-let clockMs = 0
-const realGc = (() => {
-  // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
-  setFlagsFromString("--expose-gc")
-  return runInNewContext("gc") as () => void
-})()
-
-beforeAll(() => {
-  ;(globalThis as { gc?: () => void }).gc = () => {
-    collections++
-    realGc()
-    clockMs += slowCollectionMs
-  }
-})
-
-afterAll(() => {
-  delete (globalThis as { gc?: () => void }).gc
-})
+const collections = countedGc()
 
 /** Allocates, marks and drops a storage; a WeakRef created in this job keeps it alive until the job ends. */
 const allocateAndDrop = (marker: number, bytes = BYTES): void => {
@@ -55,16 +34,16 @@ describe("host memory recycling", () => {
     // One block of this size is out and dead, but unproven: no collection, fresh memory.
     allocateAndDrop(7)
     await nextJob()
-    const before = collections
+    const before = collections.count
     const second = firstByteOfNew()
     expect(second.first).toBe(0)
-    expect(collections).toBe(before)
+    expect(collections.count).toBe(before)
     second.keep[0] = 9
     second.keep = new Uint8Array(0)
     await nextJob()
     // Two blocks out: a miss collects, and one of the dead blocks comes back.
     const third = firstByteOfNew()
-    expect(collections).toBe(before + 1)
+    expect(collections.count).toBe(before + 1)
     expect([7, 9]).toContain(third.first)
   })
 
@@ -73,53 +52,48 @@ describe("host memory recycling", () => {
     const bytes = 6 << 20
     allocateAndDrop(11, bytes)
     await nextJob()
-    const before = collections
+    const before = collections.count
     recycleHostMemory(PLENTY)
-    expect(collections).toBe(before)
+    expect(collections.count).toBe(before)
     allocateAndDrop(12, bytes)
     await nextJob()
     recycleHostMemory(PLENTY)
-    expect(collections).toBe(before + 1)
+    expect(collections.count).toBe(before + 1)
     // Both dropped blocks are warm for the next allocations, with no collection.
     expect([firstByteOfNew(bytes).first, firstByteOfNew(bytes).first].sort()).toEqual([11, 12])
     await nextJob()
     // Two blocks out again, but the allowance is three now: fresh memory, no collection.
     expect(firstByteOfNew(bytes).first).toBe(0)
-    expect(collections).toBe(before + 1)
+    expect(collections.count).toBe(before + 1)
   })
 
   it("an idle collection runs only for at least 1 MiB dropped", () => {
-    const before = collections
+    const before = collections.count
     recycleHostMemory(64 << 10)
-    expect(collections).toBe(before)
+    expect(collections.count).toBe(before)
   })
 
-  it("one slow collection rules out collections for twenty times its own time", () => {
+  it("one slow collection rules out collections for twenty times its own time", async () => {
     const dropped = 64 << 20
     // Eight blocks of a size held (more than a fresh cache lets it have out) and none idle: every
     // idle collection is due, if it pays.
     const held = Array.from({ length: 8 }, () => cpuAllocator.allocate(7 << 20))
-    clockMs = 1e6
-    const clock = vi.spyOn(performance, "now").mockImplementation(() => clockMs)
-    try {
-      slowCollectionMs = 80
+    await onCollectionClock(collections, 80, () => {
       recycleHostMemory(PLENTY)
-      slowCollectionMs = 0
-      const before = collections
+      collections.collectionMs = 0
+      const before = collections.count
       // 80 ms is more than faulting in 64 MiB is assumed to cost (about 34 ms at 2 GB/s).
       recycleHostMemory(dropped)
-      expect(collections).toBe(before)
+      expect(collections.count).toBe(before)
       // Past a second, but not past twenty times the 80 ms: still ruled out (a program whose own heap
       // makes every collection slow would otherwise pay one each second).
-      clockMs += 1100
+      collections.clockMs += 1100
       recycleHostMemory(dropped)
-      expect(collections).toBe(before)
-      clockMs += 600
+      expect(collections.count).toBe(before)
+      collections.clockMs += 600
       recycleHostMemory(dropped)
-      expect(collections).toBe(before + 1)
-    } finally {
-      clock.mockRestore()
-    }
+      expect(collections.count).toBe(before + 1)
+    })
     // Reachable until here, so that no collection recycles them.
     expect(held).toHaveLength(8)
   })

@@ -5,31 +5,14 @@
  * allowance rather than after every call. A fresh cache of 256 MiB for each test (1 GiB where said);
  * collections are counted.
  */
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest"
+import { afterAll, beforeEach, describe, expect, it, vi } from "vitest"
+import { countedGc, exposedGc, onCollectionClock } from "./helpers/gc.ts"
 
 const MiB = 1 << 20
-const realGc = (() => {
-  // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
-  setFlagsFromString("--expose-gc")
-  return runInNewContext("gc") as () => void
-})()
-let collections = 0
-/** How long each collection takes on the clock of performance.now, where a test makes that clock. */
-let collectionMs = 0
-let clockMs = 0
+const collections = countedGc()
 const nextJob = () => new Promise((resolve) => setImmediate(resolve))
 
 let allocator: typeof import("../src/CpuMemory.js")
-
-beforeAll(() => {
-  ;(globalThis as { gc?: () => void }).gc = () => {
-    collections++
-    realGc()
-    clockMs += collectionMs
-  }
-})
 
 /** A fresh cache of `bytes` (the capacity is read as the cache is made). */
 const freshCache = async (bytes: number) => {
@@ -37,13 +20,12 @@ const freshCache = async (bytes: number) => {
   vi.resetModules()
   allocator = await import("../src/CpuMemory.js")
   // What an earlier test dropped must not count as this cache's blocks (it has none yet).
-  realGc()
+  exposedGc()
 }
 
 beforeEach(() => freshCache(256 * MiB))
 
 afterAll(() => {
-  delete (globalThis as { gc?: () => void }).gc
   vi.unstubAllEnvs()
 })
 
@@ -58,9 +40,9 @@ describe("host memory cache allowance", () => {
     for (const next of allowances) {
       for (let i = held.length; i < out; i++) allocator.cpuAllocator.allocate(bytes).bytes[0] = 1
       await nextJob()
-      const before = collections
+      const before = collections.count
       allocator.recycleHostMemory(1 << 30)
-      expect(collections).toBe(before + 1)
+      expect(collections.count).toBe(before + 1)
       // What the collection recycled comes back warm; hold it, so that every block is out again.
       while (held.length < out) held.push(allocator.cpuAllocator.allocate(bytes).bytes)
       expect(held.every((b) => b[0] === 1)).toBe(true)
@@ -71,9 +53,9 @@ describe("host memory cache allowance", () => {
 
   /** An idle collection runs now: a size has its whole allowance out and none idle (so it may have no more out). */
   const expectCollectsAt = () => {
-    const before = collections
+    const before = collections.count
     allocator.recycleHostMemory(1 << 30)
-    expect(collections).toBe(before + 1)
+    expect(collections.count).toBe(before + 1)
   }
 
   it("doubles the blocks of a small size that circulate, up to 128 MiB of them", async () => {
@@ -114,13 +96,13 @@ describe("host memory cache allowance", () => {
 
   /** A loop of results of `bytes`, each dropped at once, an idle moment reported after each where `idle`: its collections. */
   const resultLoop = async (bytes: number, calls: number, idle: boolean) => {
-    const before = collections
+    const before = collections.count
     for (let i = 0; i < calls; i++) {
       allocator.cpuAllocator.allocate(bytes).bytes[0] = 1
       await nextJob()
       if (idle) allocator.recycleHostMemory(1 << 30)
     }
-    return collections - before
+    return collections.count - before
   }
 
   it("lets 16 blocks of a large size circulate where the cache holds them", async () => {
@@ -140,19 +122,6 @@ describe("host memory cache allowance", () => {
     expect(await resultLoop(128 * MiB, 56, false)).toBeLessThanOrEqual(9)
   })
 
-  /** Runs `body` with each collection taking `ms` on the clock of performance.now, which nothing else moves. */
-  const withCollectionsOf = async (ms: number, body: () => Promise<void>) => {
-    clockMs = 1e6
-    collectionMs = ms
-    const clock = vi.spyOn(performance, "now").mockImplementation(() => clockMs)
-    try {
-      await body()
-    } finally {
-      clock.mockRestore()
-      collectionMs = 0
-    }
-  }
-
   /** A loop of `calls` results of `bytes`, each dropped: how many came in recycled memory. */
   const recycledIn = async (bytes: number, calls: number) => {
     let recycled = 0
@@ -168,12 +137,12 @@ describe("host memory cache allowance", () => {
   it("collects on the spot, without idle moments, once the blocks out would pay for it where one block would not", async () => {
     // A driver whose own heap makes each collection take 8 ms: more than one 4 MiB block's page
     // faults (2.1 ms at 2 GB/s), less than those of the four blocks out it then waits for.
-    await withCollectionsOf(8, async () => {
+    await onCollectionClock(collections, 8, async () => {
       await resultLoop(4 * MiB, 200, false)
-      const before = collections
+      const before = collections.count
       // Its allowance climbed to 32 blocks: one collection per 32 results, each recycled.
       expect(await recycledIn(4 * MiB, 100)).toBe(100)
-      expect(collections - before).toBeLessThanOrEqual(4)
+      expect(collections.count - before).toBeLessThanOrEqual(4)
     })
   })
 
@@ -181,11 +150,11 @@ describe("host memory cache allowance", () => {
     // An actor: its collections on the spot mean frees lagging behind, and more of them measured
     // worse. Once one took 8 ms, no 4 MiB block pays for another.
     allocator.recycleHostMemory(0)
-    await withCollectionsOf(8, async () => {
+    await onCollectionClock(collections, 8, async () => {
       await resultLoop(4 * MiB, 8, false)
-      const before = collections
+      const before = collections.count
       await recycledIn(4 * MiB, 100)
-      expect(collections).toBe(before)
+      expect(collections.count).toBe(before)
     })
   })
 
@@ -202,13 +171,13 @@ describe("host memory cache allowance", () => {
     // allowance's worth of allocations instead of coming at each one, the one after twice as long
     // (five collections in 48 allocations; eight with pauses of one allowance each).
     const kept: Array<Uint8Array> = []
-    const before = collections
+    const before = collections.count
     for (let i = 0; i < 48; i++) {
       kept.push(allocator.cpuAllocator.allocate(64 * MiB).bytes)
       await nextJob()
     }
     expect(kept).toHaveLength(48)
-    expect(collections - before).toBeLessThanOrEqual(6)
+    expect(collections.count - before).toBeLessThanOrEqual(6)
   })
 
   it("pauses them for a cache's worth of allocations at most", async () => {
@@ -242,8 +211,8 @@ describe("host memory cache allowance", () => {
     const { held, out } = await climb(3 * MiB, [4])
     expect([held.length, out]).toEqual([2, 4])
     await nextJob()
-    const before = collections
+    const before = collections.count
     allocator.recycleHostMemory(1 << 30)
-    expect(collections).toBe(before)
+    expect(collections.count).toBe(before)
   })
 })

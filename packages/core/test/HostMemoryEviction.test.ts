@@ -3,16 +3,10 @@
  * it left are let go, oldest first, so that the new size's blocks stay recycled instead of being dropped
  * (and faulted in afresh) for want of room. A cache of its own, with a small capacity.
  */
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { exposedGc as gc } from "./helpers/gc.ts"
 
 const MiB = 1 << 20
-const gc = (() => {
-  // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
-  setFlagsFromString("--expose-gc")
-  return runInNewContext("gc") as () => void
-})()
 const nextJob = () => new Promise((resolve) => setImmediate(resolve))
 
 let allocator: typeof import("../src/CpuMemory.js")

@@ -6,7 +6,6 @@
  */
 import * as net from "node:net"
 import * as v8 from "node:v8"
-import * as vm from "node:vm"
 import { describe, expect, it } from "vitest"
 import { ApplicationError, MessageTooLargeError, ProtocolError, TransferError } from "../src/Errors.js"
 import { Connection } from "../src/internal/connection.js"
@@ -18,9 +17,7 @@ import { objectStoreName, objectStoreTransport } from "../src/internal/transport
 import { ERROR_MESSAGE_CHARS, ERROR_STACK_CHARS, fromWireError, toWireError } from "../src/internal/wireError.js"
 import { TensorStore } from "../src/TensorStore.js"
 import { rejection, thrown } from "./helpers/errors.ts"
-
-v8.setFlagsFromString("--expose-gc")
-const gc = vm.runInNewContext("gc") as () => void
+import { exposedGc as gc } from "./helpers/gc.ts"
 
 const concat = (chunks: ReadonlyArray<Uint8Array>): Buffer => Buffer.concat(chunks.map((c) => Buffer.from(c)))
 

@@ -2,17 +2,10 @@
  * Values around tensors: the skeleton's round trip (nesting, shared parts, cycles, odd keys) and the
  * lifetime of what decoding returns, which decides when a received tensor's memory can be recycled.
  */
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { describe, expect, it } from "vitest"
 import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
 import { Tensor } from "../src/Tensor.js"
-
-const gc = (() => {
-  // vitest workers run without --expose-gc; V8 lets the flag be turned on at run time.
-  setFlagsFromString("--expose-gc")
-  return runInNewContext("gc") as () => void
-})()
+import { exposedGc as gc } from "./helpers/gc.ts"
 
 const nextJob = () => new Promise((resolve) => setImmediate(resolve))
 
