@@ -95,6 +95,7 @@ Napi::Value Load(const Napi::CallbackInfo& info) {
       config.backendParams.emplace_back(pair.Get(0u).As<Napi::String>().Utf8Value(), pair.Get(1u).As<Napi::String>().Utf8Value());
     }
     config.progressDelayUs = toUint(options.Get("progressDelayUs"), "progressDelayUs");
+    config.readHereBytes = toUint(options.Get("readHereBytes"), "readHereBytes");
     // Configured before the library is published (loadedLibrary): another thread that sees it
     // loaded may create the agent at once, and would otherwise create it with no configuration
     // (a progress thread that polls without waiting, and UCX's default error handling).

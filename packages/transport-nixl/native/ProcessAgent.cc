@@ -35,6 +35,11 @@ void ProcessAgent::configure(const AgentConfig& config) {
   if (gConfig == nullptr) gConfig = new AgentConfig(config);
 }
 
+uint64_t ProcessAgent::readHereBytes() {
+  std::lock_guard<std::mutex> lock(gConfigMutex);
+  return gConfig != nullptr ? gConfig->readHereBytes : 0;
+}
+
 ProcessAgent& ProcessAgent::instance() {
   // Leaked on purpose: NIXL's threads may still run while static destructors do at exit.
   static ProcessAgent* agent = new ProcessAgent();
@@ -215,11 +220,13 @@ void ProcessAgent::invalidate(std::unique_lock<std::mutex>& lock, const std::str
   remote.descs.clear();
 }
 
-void ProcessAgent::beginTransfer(const std::string& agent, const std::string& blob, uint64_t epoch, const std::vector<RemoteRegion>& regions,
-                                 const std::vector<RemoteDesc>& descs) {
+bool ProcessAgent::beginTransfer(const std::string& agent, const std::string& blob, uint64_t epoch, const std::vector<RemoteRegion>& regions,
+                                 const std::vector<RemoteDesc>& descs, bool mayWait) {
   std::unique_lock<std::mutex> lock(mutex_);
   start();
   if (agent == name_) throw Failure(FailureCode::Protocol, "NIXL metadata names this process's own agent " + agent);
+  auto known = remotes_.find(agent);
+  if (!mayWait && known != remotes_.end() && known->second.inFlight > 0) return false;
   Remote& remote = remotes_[agent];
   if (remote.loaded && epoch > remote.epoch) {
     // The producer deregistered memory since we loaded its metadata. A cached descriptor this read
@@ -268,6 +275,7 @@ void ProcessAgent::beginTransfer(const std::string& agent, const std::string& bl
   Remote& ready = remotes_[agent];
   if (epoch > ready.epoch) ready.epoch = epoch;
   ready.inFlight++;
+  return true;
 }
 
 void ProcessAgent::endTransfer(const std::string& agent) {

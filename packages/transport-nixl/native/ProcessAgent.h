@@ -31,6 +31,8 @@ struct AgentConfig {
   std::vector<std::pair<std::string, std::string>> backendParams;
   /** NIXL's progress thread delay in microseconds. */
   uint64_t progressDelayUs = 0;
+  /** The most bytes a READ may copy on the thread that asks for it (ReadJob). */
+  uint64_t readHereBytes = 0;
 };
 
 struct LocalMetadata {
@@ -43,6 +45,8 @@ class ProcessAgent {
  public:
   /** Stores the configuration for the agent created later; the first configuration wins. */
   static void configure(const AgentConfig& config);
+  /** The configured AgentConfig::readHereBytes (0 before any configuration). */
+  static uint64_t readHereBytes();
   static ProcessAgent& instance();
 
   /** Whether the agent exists (registrations and fetches create it). */
@@ -73,10 +77,12 @@ class ProcessAgent {
    * does not, and invalidated when the producer deregistered memory since it was loaded (a newer
    * epoch) in a way that touches this read: a cached descriptor that overlaps a region read now
    * but is not registered identically any more. Throws a Transfer failure when the agent cannot be
-   * connected and a Protocol failure when its metadata does not register `regions`.
+   * connected and a Protocol failure when its metadata does not register `regions`. Without
+   * `mayWait`, returns false instead of beginning while another transfer from that agent is in
+   * flight (invalidating its cache would wait for that transfer's end).
    */
-  void beginTransfer(const std::string& agent, const std::string& blob, uint64_t epoch, const std::vector<RemoteRegion>& regions,
-                     const std::vector<RemoteDesc>& descs);
+  bool beginTransfer(const std::string& agent, const std::string& blob, uint64_t epoch, const std::vector<RemoteRegion>& regions,
+                     const std::vector<RemoteDesc>& descs, bool mayWait);
   void endTransfer(const std::string& agent);
 
   /** Forgets a remote agent whose transfer failed, so that a later object from it reloads. */

@@ -66,6 +66,8 @@ export interface LoadOptions {
   /** UCX backend parameters added to the plugin's defaults. */
   readonly backendParams: ReadonlyArray<readonly [string, string]>
   readonly progressDelayUs: number
+  /** The most bytes a READ may copy on the thread that asks for it, without a thread of its own. */
+  readonly readHereBytes: number
 }
 
 export interface NixlAddon {

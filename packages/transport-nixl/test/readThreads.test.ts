@@ -12,11 +12,20 @@ import { runPeers } from "./fixtures/runPeers.ts"
 const RACING_LOAD = fileURLToPath(new URL("./fixtures/racingLoad.mjs", import.meta.url))
 
 describe("READ threads", () => {
-  it("1200 concurrent READs: every byte right, and the consumer process survives with freed memory poisoned", async () => {
-    // glibc then fills freed blocks with 0xa5 at once (no per-thread cache delays it): a thread that
-    // still reads its job after the JS thread deleted it crashes on every such read instead of rarely.
-    const result = await runPeers(["consumer", "300"], { GLIBC_TUNABLES: "glibc.malloc.tcache_count=0", MALLOC_PERTURB_: "165" })
+  // glibc then fills freed blocks with 0xa5 at once (no per-thread cache delays it): a thread that
+  // still reads its job after the JS thread deleted it crashes on every such read instead of rarely.
+  const POISONED = { GLIBC_TUNABLES: "glibc.malloc.tcache_count=0", MALLOC_PERTURB_: "165" }
+
+  it("1200 concurrent READs, each on a thread of its own: every byte right, and the consumer process survives with freed memory poisoned", async () => {
+    const result = await runPeers(["consumer", "300"], { ...POISONED, TENSORLANE_NIXL_READ_HERE_BYTES: "0" })
+    expect(result).toMatchObject({ code: 0, signal: null, result: { reads: 1200, wrong: 0, here: 0 } })
+  }, 60_000)
+
+  it("1200 concurrent READs of the same host, each copied by the thread that asks for it: every byte right", async () => {
+    const result = await runPeers(["consumer", "300"], POISONED)
     expect(result).toMatchObject({ code: 0, signal: null, result: { reads: 1200, wrong: 0 } })
+    // The first round's READs wait for UCX to connect to the producer: they go on on threads.
+    expect((result.result as { here: number }).here).toBeGreaterThanOrEqual(1196)
   }, 60_000)
 
   it("an agent created by one thread while another loads NIXL has its configuration: an idle process sleeps", async () => {

@@ -74,10 +74,20 @@ const UCX_PARAMS: Setting<ReadonlyArray<Pair>> = {
  */
 const PROGRESS_DELAY_US = integerSetting("TENSORLANE_NIXL_PROGRESS_DELAY_US", { min: 0, max: 60_000_000, fallback: 100_000, unit: "microseconds" })
 
+/**
+ * A READ from the same host is a copy inside its post (UCX's cma): the thread that asks for one of
+ * up to this many bytes posts it itself and has it at once, where a thread of its own costs two
+ * wake-ups (docs/decisions/nixl-read-here.md); beyond, or where the post does not complete at once
+ * (another host), a native thread polls it. 0: every READ on a thread of its own, the caller's
+ * event loop never blocked by a copy.
+ */
+const READ_HERE_BYTES = integerSetting("TENSORLANE_NIXL_READ_HERE_BYTES", { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: 16 * 2 ** 20, unit: "bytes" })
+
 export interface NixlSettings {
   readonly env: Readonly<Record<string, string>>
   readonly backendParams: ReadonlyArray<Pair>
   readonly progressDelayUs: number
+  readonly readHereBytes: number
 }
 
 /** The settings now; InvalidSettingError for a value a variable does not accept. */
@@ -85,4 +95,5 @@ export const nixlSettings = (): NixlSettings => ({
   env: DEFAULT_ENV,
   backendParams: [["ucx_error_handling_mode", readSetting(ERROR_MODE)], ...readSetting(UCX_PARAMS)],
   progressDelayUs: readSetting(PROGRESS_DELAY_US),
+  readHereBytes: readSetting(READ_HERE_BYTES),
 })
