@@ -1,18 +1,16 @@
 /**
  * The transfer agent on its own (in this thread): a request for an object whose registration the main
  * thread posted but the agent has not taken in yet is served, because the agent takes in queued
- * commands first; an object never registered fails typed; its fetches from producers and the
- * rendezvous of its groups fail with the connection they depend on, and only those.
+ * commands first; an object never registered fails typed; the rendezvous of its groups fails with
+ * the connection it depends on.
  */
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import { join } from "node:path"
 import { afterEach, beforeEach, expect, it } from "vitest"
 import { Agent, type AgentCommand } from "../src/internal/agent/Agent.js"
-import { Connection, connect } from "../src/internal/connection.js"
-import type { AgentReply, AgentRequest } from "../src/internal/messages.js"
-import { tensorMeta } from "../src/internal/tensorMeta.js"
+import { type Connection, connect } from "../src/internal/connection.js"
+import type { AgentReply } from "../src/internal/messages.js"
 import { toWireTensor } from "../src/internal/wireTensor.js"
 import { Tensor } from "../src/Tensor.js"
 import { finishCreations, held, rendezvousFailures } from "./fixtures/heldGroups.ts"
@@ -101,49 +99,4 @@ it("fails a group's rendezvous at once when the connection that asked for the gr
   client.close()
   await until(() => rendezvousFailures.length > failures, "the rendezvous to fail")
   expect(rendezvousFailures.at(-1)).toMatchObject({ _tag: "TransferError" })
-})
-
-it("a producer's connection that closes fails the fetches from that producer only", async () => {
-  const asked = new Map<string, { connection: Connection; reqId: number }>()
-  const servers = await Promise.all(
-    ["a", "b"].map(async (name) => {
-      const server = net.createServer((socket) => {
-        new Connection(socket, { onFrame: (frame, connection) => asked.set(name, { connection, reqId: (frame.header as AgentRequest).reqId }) })
-      })
-      await new Promise<void>((resolve) => server.listen(join(dir, `${name}.sock`), resolve))
-      return server
-    }),
-  )
-  try {
-    const receive = (producer: string, into: Tensor) =>
-      agent.command({
-        op: "receive",
-        info: {
-          objectId: `${producer}.1`,
-          producer,
-          producerAddress: join(dir, `${producer}.sock`),
-          transport: "object-store",
-          skeleton: new Uint8Array(0),
-          tensors: [tensorMeta(into)],
-          refs: [],
-        },
-        via: "object-store",
-        into: [toWireTensor(into)],
-        consumer: "producer",
-        timeoutMs: 10_000,
-        collective: false,
-      })
-    const [intoA, intoB] = [Tensor.zeros([4], { dtype: "uint8" }), Tensor.zeros([4], { dtype: "uint8" })]
-    const fromA = receive("a", intoA).catch((error: unknown) => error)
-    const fromB = receive("b", intoB)
-    await until(() => asked.size === 2, "both fetches")
-    asked.get("a")!.connection.close()
-    expect(await fromA).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("a.sock") })
-    const b = asked.get("b")!
-    b.connection.send({ _tag: "Data", reqId: b.reqId, tensors: [tensorMeta(intoB)] } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
-    await fromB
-    expect([...intoB.typedArray()]).toEqual([1, 2, 3, 4])
-  } finally {
-    for (const server of servers) server.close()
-  }
 })

@@ -11,6 +11,7 @@ import { ApplicationError, MessageTooLargeError, ProtocolError, TransferError } 
 import { Connection } from "../src/internal/connection.js"
 import { MAX_MESSAGE_BYTES } from "../src/Limits.js"
 import { FrameReader, MAX_VALUE_BYTES, encodeFrame, encodePrefix } from "../src/internal/frame.js"
+import { Fetches } from "../src/internal/agent/Fetches.js"
 import type { AgentClient } from "../src/internal/agentClient.js"
 import { ProcessRuntime } from "../src/internal/processRuntime.js"
 import { objectStoreName, objectStoreTransport } from "../src/internal/transportRegistry.js"
@@ -125,7 +126,7 @@ describe("errors crossing processes", () => {
 it("refuses to produce a value whose description is over the limit, and stores nothing for it", async () => {
   const store = new TensorStore()
   const transports = new Map([[objectStoreName, objectStoreTransport(() => Promise.reject(new Error("no fetches here")))]])
-  const runtime = new ProcessRuntime("driver", { id: "test", closed: false }, { address: "" } as AgentClient, store, transports, (id) => id as never)
+  const runtime = new ProcessRuntime("driver", { id: "test", closed: false }, { address: "" } as AgentClient, store, transports, (id) => id as never, new Fetches(undefined))
   const error = await rejection(runtime.produce("driver.1", "x".repeat(MAX_VALUE_BYTES), objectStoreName, "put"))
   expect(error).toBeInstanceOf(MessageTooLargeError)
   expect((error as MessageTooLargeError).limit).toBe(MAX_VALUE_BYTES)

@@ -4,6 +4,7 @@
  * the bytes are in. A process freeing what it produced: its agent hears only of what it registered.
  */
 import { expect, it } from "vitest"
+import { Fetches } from "../src/internal/agent/Fetches.js"
 import type { AgentClient } from "../src/internal/agentClient.js"
 import { ProcessRuntime } from "../src/internal/processRuntime.js"
 import { tensorMeta } from "../src/internal/tensorMeta.js"
@@ -33,7 +34,7 @@ it("calls whileReceiving once the receive is posted, while the transfer is still
   })
   // No agent: a transport that works on any thread is never routed through one.
   const noAgent = {} as AgentClient
-  const runtime = new ProcessRuntime("consumer", { id: "test", closed: false }, noAgent, new TensorStore(), new Map([["slow", slow]]), (id) => id as never, () => {
+  const runtime = new ProcessRuntime("consumer", { id: "test", closed: false }, noAgent, new TensorStore(), new Map([["slow", slow]]), (id) => id as never, new Fetches(undefined), () => {
     events.push("waiting")
     deliver()
   })
@@ -58,7 +59,7 @@ it("tells its agent of the release of what it registered there, and of no small 
     },
   } as unknown as AgentClient
   const objectStore = objectStoreTransport(() => Promise.reject(new Error("no fetch here")))
-  const runtime = new ProcessRuntime("producer", { id: "test", closed: false }, agent, new TensorStore(), new Map([[objectStoreName, objectStore]]), (id) => id as never)
+  const runtime = new ProcessRuntime("producer", { id: "test", closed: false }, agent, new TensorStore(), new Map([[objectStoreName, objectStore]]), (id) => id as never, new Fetches(undefined))
   const small = await runtime.produce("producer.1", Tensor.zeros([1024]), objectStoreName, "result")
   const large = await runtime.produce("producer.2", Tensor.zeros([1 << 18]), objectStoreName, "result")
   expect(small.inline?.byteLength).toBe(4096)

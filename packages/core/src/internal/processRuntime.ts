@@ -11,6 +11,7 @@ import { TensorStore } from "../TensorStore.js"
 import type { PromiseTransport } from "../Transport.js"
 import type { ClusterMember } from "./agent/Agent.js"
 import type { AgentEvent } from "./agent/Memberships.js"
+import { Fetches } from "./agent/Fetches.js"
 import { AgentClient, type Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
 import type { ActorInspection, ObjectInfo, TransferStat } from "./messages.js"
@@ -90,6 +91,8 @@ export class ProcessRuntime {
     readonly transports: ReadonlyMap<string, PromiseTransport>,
     /** Builds a ref handle of this process for an object id found inside a value. */
     readonly makeRef: (objectId: string) => ObjectRef<unknown>,
+    /** This thread's object-store fetches, closed with it. */
+    private readonly fetches: Fetches,
     /** Runs once a transfer into this process is under way and this thread only waits for it. */
     private readonly whileReceiving: () => void = () => {},
   ) {}
@@ -103,9 +106,10 @@ export class ProcessRuntime {
    * registers as it loads (transport-nccl's CUDA memory). A thread imports each module once.
    */
   static async start(options: RuntimeStart): Promise<ProcessRuntime> {
+    const fetches = Fetches.of(options.member)
     const [loaded, started] = await Promise.allSettled([
       loadTransports(options.transports, {
-        fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "fetches run in the transfer agent" })),
+        fetchFrom: (r) => fetches.fetch(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
       }),
       AgentClient.start(
         { processId: options.processId, address: options.address, cluster: options.member, transports: options.transports, parentPid: options.parentPid },
@@ -118,7 +122,7 @@ export class ProcessRuntime {
     }
     if (started.status === "rejected") throw started.reason
     const [transports, agent] = [loaded.value, started.value]
-    return new ProcessRuntime(options.processId, options.cluster, agent, new TensorStore(), promiseFaces(transports), options.makeRef, options.whileReceiving)
+    return new ProcessRuntime(options.processId, options.cluster, agent, new TensorStore(), promiseFaces(transports), options.makeRef, fetches, options.whileReceiving)
   }
 
   transport(name: string): PromiseTransport {
@@ -283,6 +287,7 @@ export class ProcessRuntime {
     await settledWithin(this.freesUnderWay, SHUTDOWN_GRACE_MS)
     this.pending.abortAll("the process is closing")
     for (const transport of this.transports.values()) if (transport.capabilities.anyThread) await transport.close?.()
+    this.fetches.close()
     await this.agent.close()
   }
 

@@ -15,14 +15,14 @@ import { importModule } from "./typeScript.js"
 export const objectStoreName = "object-store"
 
 /**
- * The built-in default: bytes travel through the control plane, read by the consumer's agent from the
- * producer's agent (which serves them even while the producer's main thread is busy).
+ * The built-in default: bytes travel through the control plane, read by the thread that needs them
+ * from the producer's agent (which serves them even while the producer's main thread is busy).
  */
 export const objectStoreTransport = (fetch: (request: FetchRequest) => Promise<void>): DefinedTransport =>
   defineTransport({
     name: objectStoreName,
     // A reply's body may be read into the receive buffers after its fetch was given up on.
-    capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, tracksBuffers: true, inlinesSmallValues: true },
+    capabilities: { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu"], receiveIntoBuffers: true, tracksBuffers: true, inlinesSmallValues: true, anyThread: true },
     fetch,
   })
 

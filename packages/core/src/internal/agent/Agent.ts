@@ -20,7 +20,6 @@ import { loadTransports, promiseFaces, unknownTransport } from "../transportRegi
 import { type WireTensor, fromWireTensor } from "../wireTensor.js"
 import { settledWithin } from "../waits.js"
 import { toWireError } from "../wireError.js"
-import { Fetches } from "./Fetches.js"
 import { type AgentEvent, Memberships } from "./Memberships.js"
 
 export type AgentCommand =
@@ -104,7 +103,6 @@ export class Agent {
   private transports = new Map<string, PromiseTransport>()
   private readonly held = new Map<string, Held>()
   private readonly groups: Memberships
-  private fetches = new Fetches(undefined)
   private readonly pending = new PendingTransfers()
   /** Sends asked for before their object was registered, by object: each resolver starts one. */
   private readonly awaitingRegistration = new Map<string, Set<() => void>>()
@@ -124,14 +122,13 @@ export class Agent {
   async start(): Promise<void> {
     this.transports = promiseFaces(
       await loadTransports(this.options.transports, {
-        fetchFrom: (r) => this.fetches.fetch(r.producerAddress, r.objectId, r.tensors, r.into, r.signal, r.writesUntil),
+        fetchFrom: () => Promise.reject(new UnsupportedOperationError({ message: "object-store fetches run on the thread that needs the object" })),
       }),
     )
     const cluster = this.options.cluster
     const config = cluster === undefined ? undefined : loadClusterConfig(cluster.config)
     const credentials = config === undefined ? undefined : tlsOptionsFor(config, cluster!.member)
     const listenOn = config?.hosts.find((h) => h.name === cluster!.member)?.address ?? cluster?.address
-    if (credentials !== undefined) this.fetches = new Fetches(credentials.client)
     if (credentials === undefined || listenOn === undefined) {
       fs.rmSync(this.options.address, { force: true })
       await this.listen(this.options.address)
@@ -412,7 +409,6 @@ export class Agent {
     this.closing = true
     clearInterval(this.lifeline)
     this.pending.abortAll("agent closing")
-    this.fetches.close()
     for (const connection of this.accepted) connection.close()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
     // What a prepare under way sets up is there to close; one that does not end is waited for only

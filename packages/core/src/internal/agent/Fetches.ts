@@ -1,13 +1,16 @@
 /**
- * The object-store's consumer side, in the transfer agent: an object's tensors fetched from its
- * producer's agent over the control plane, the reply's body read straight into the receiving tensors.
+ * The object-store's consumer side, on the thread that needs the object (its main thread, as for
+ * the transports that work on any thread): an object's tensors fetched from its producer's agent
+ * over the control plane, the reply's body read straight into the receiving tensors.
  */
+import { loadClusterConfig, tlsOptionsFor } from "../../ClusterConfig.js"
 import { ProtocolError, TransferError } from "../../Errors.js"
 import type { Tensor } from "../../Tensor.js"
 import { type Connection, type TlsClient, connect } from "../connection.js"
 import type { Frame } from "../frame.js"
 import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type TensorMeta, decodeAgentReply } from "../messages.js"
 import { Requests } from "../requests.js"
+import type { ClusterMember } from "./Agent.js"
 import { metaMismatch } from "../tensorMeta.js"
 import { objectStoreName } from "../transportRegistry.js"
 import { fromWireError } from "../wireError.js"
@@ -30,6 +33,11 @@ export class Fetches {
 
   /** `tlsClient`: the credentials of a host of a cluster across hosts, for producers on other hosts. */
   constructor(private readonly tlsClient: TlsClient | undefined) {}
+
+  /** The fetches of a process of `member` (a cluster across hosts, with its credentials) or of a cluster on one host. */
+  static of(member: ClusterMember | undefined): Fetches {
+    return new Fetches(member === undefined ? undefined : tlsOptionsFor(loadClusterConfig(member.config), member.member).client)
+  }
 
   /** Reads an object from the agent at `address` into `into`; `writesUntil` hears when `into` is no longer written. */
   async fetch(

@@ -1,0 +1,65 @@
+/**
+ * The object-store's fetches, on the thread that needs the objects: a producer's connection that
+ * closes fails the fetches from that producer only, and the others land whole.
+ */
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import { join } from "node:path"
+import { afterEach, beforeEach, expect, it } from "vitest"
+import { Fetches } from "../src/internal/agent/Fetches.js"
+import { Connection } from "../src/internal/connection.js"
+import type { AgentReply, AgentRequest } from "../src/internal/messages.js"
+import { tensorMeta } from "../src/internal/tensorMeta.js"
+import { Tensor } from "../src/Tensor.js"
+
+let dir: string
+let fetches: Fetches
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-fetches-test-"))
+  fetches = new Fetches(undefined)
+})
+
+afterEach(() => {
+  fetches.close()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+const until = async (condition: () => boolean, what: string): Promise<void> => {
+  const deadline = Date.now() + 5_000
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+it("a producer's connection that closes fails the fetches from that producer only", async () => {
+  const asked = new Map<string, { connection: Connection; reqId: number }>()
+  const servers = await Promise.all(
+    ["a", "b"].map(async (name) => {
+      const server = net.createServer((socket) => {
+        new Connection(socket, { onFrame: (frame, connection) => asked.set(name, { connection, reqId: (frame.header as AgentRequest).reqId }) })
+      })
+      await new Promise<void>((resolve) => server.listen(join(dir, `${name}.sock`), resolve))
+      return server
+    }),
+  )
+  try {
+    const signal = new AbortController().signal
+    const fetch = (producer: string, into: Tensor) =>
+      fetches.fetch(join(dir, `${producer}.sock`), `${producer}.1`, [tensorMeta(into)], [into], signal, undefined)
+    const [intoA, intoB] = [Tensor.zeros([4], { dtype: "uint8" }), Tensor.zeros([4], { dtype: "uint8" })]
+    const fromA = fetch("a", intoA).catch((error: unknown) => error)
+    const fromB = fetch("b", intoB)
+    await until(() => asked.size === 2, "both fetches")
+    asked.get("a")!.connection.close()
+    expect(await fromA).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("a.sock") })
+    const b = asked.get("b")!
+    b.connection.send({ _tag: "Data", reqId: b.reqId, tensors: [tensorMeta(intoB)] } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
+    await fromB
+    expect([...intoB.typedArray()]).toEqual([1, 2, 3, 4])
+  } finally {
+    for (const server of servers) server.close()
+  }
+})
