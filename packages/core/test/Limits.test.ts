@@ -11,7 +11,7 @@ import { ApplicationError, MessageTooLargeError, ProtocolError, TransferError } 
 import { Connection } from "../src/internal/connection.js"
 import { MAX_MESSAGE_BYTES } from "../src/Limits.js"
 import { FrameReader, MAX_VALUE_BYTES, encodeFrame, encodePrefix } from "../src/internal/frame.js"
-import { Fetches } from "../src/internal/agent/Fetches.js"
+import { Fetches } from "../src/internal/fetches.js"
 import type { AgentClient } from "../src/internal/agentClient.js"
 import { ProcessRuntime } from "../src/internal/processRuntime.js"
 import { objectStoreName, objectStoreTransport } from "../src/internal/transportRegistry.js"

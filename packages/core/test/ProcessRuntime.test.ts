@@ -4,7 +4,7 @@
  * the bytes are in. A process freeing what it produced: its agent hears only of what it registered.
  */
 import { expect, it } from "vitest"
-import { Fetches } from "../src/internal/agent/Fetches.js"
+import { Fetches } from "../src/internal/fetches.js"
 import type { AgentClient } from "../src/internal/agentClient.js"
 import { ProcessRuntime } from "../src/internal/processRuntime.js"
 import { tensorMeta } from "../src/internal/tensorMeta.js"

@@ -3,17 +3,17 @@
  * the transports that work on any thread): an object's tensors fetched from its producer's agent
  * over the control plane, the reply's body read straight into the receiving tensors.
  */
-import { loadClusterConfig, tlsOptionsFor } from "../../ClusterConfig.js"
-import { ProtocolError, TransferError } from "../../Errors.js"
-import type { Tensor } from "../../Tensor.js"
-import { type Connection, type TlsClient, connect } from "../connection.js"
-import type { Frame } from "../frame.js"
-import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type TensorMeta, decodeAgentReply } from "../messages.js"
-import { Requests } from "../requests.js"
-import type { ClusterMember } from "./Agent.js"
-import { metaMismatch } from "../tensorMeta.js"
-import { objectStoreName } from "../transportRegistry.js"
-import { fromWireError } from "../wireError.js"
+import { loadClusterConfig, tlsOptionsFor } from "../ClusterConfig.js"
+import { ProtocolError, TransferError } from "../Errors.js"
+import type { Tensor } from "../Tensor.js"
+import { type Connection, type TlsClient, connect } from "./connection.js"
+import type { Frame } from "./frame.js"
+import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type TensorMeta, decodeAgentReply } from "./messages.js"
+import { Requests } from "./requests.js"
+import type { ClusterMember } from "./agent/Agent.js"
+import { metaMismatch } from "./tensorMeta.js"
+import { objectStoreName } from "./transportRegistry.js"
+import { fromWireError } from "./wireError.js"
 
 /** What a fetch's reply is read into. */
 interface Fetch {
