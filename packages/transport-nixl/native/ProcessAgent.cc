@@ -225,8 +225,11 @@ bool ProcessAgent::beginTransfer(const std::string& agent, const std::string& bl
   std::unique_lock<std::mutex> lock(mutex_);
   start();
   if (agent == name_) throw Failure(FailureCode::Protocol, "NIXL metadata names this process's own agent " + agent);
-  auto known = remotes_.find(agent);
-  if (!mayWait && known != remotes_.end() && known->second.inFlight > 0) return false;
+  // Unconnected, or with transfers in flight that invalidating its cache would wait for: not without waiting.
+  if (!mayWait) {
+    auto known = remotes_.find(agent);
+    if (known == remotes_.end() || !known->second.loaded || known->second.inFlight > 0) return false;
+  }
   Remote& remote = remotes_[agent];
   if (remote.loaded && epoch > remote.epoch) {
     // The producer deregistered memory since we loaded its metadata. A cached descriptor this read
@@ -279,9 +282,10 @@ bool ProcessAgent::beginTransfer(const std::string& agent, const std::string& bl
 }
 
 void ProcessAgent::endTransfer(const std::string& agent) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   auto it = remotes_.find(agent);
   if (it != remotes_.end() && it->second.inFlight > 0) it->second.inFlight--;
+  if (it != remotes_.end() && it->second.inFlight == 0 && it->second.forget) erase(lock, agent);
   idle_.notify_all();
 }
 
@@ -289,6 +293,14 @@ void ProcessAgent::forgetRemote(const std::string& agent) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto it = remotes_.find(agent);
   if (it == remotes_.end() || !it->second.loaded) return;
+  if (it->second.inFlight > 0) {
+    it->second.forget = true;
+    return;
+  }
+  erase(lock, agent);
+}
+
+void ProcessAgent::erase(std::unique_lock<std::mutex>& lock, const std::string& agent) {
   invalidate(lock, agent);
   remotes_.erase(agent);
 }

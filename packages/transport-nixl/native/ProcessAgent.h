@@ -78,14 +78,18 @@ class ProcessAgent {
    * epoch) in a way that touches this read: a cached descriptor that overlaps a region read now
    * but is not registered identically any more. Throws a Transfer failure when the agent cannot be
    * connected and a Protocol failure when its metadata does not register `regions`. Without
-   * `mayWait`, returns false instead of beginning while another transfer from that agent is in
-   * flight (invalidating its cache would wait for that transfer's end).
+   * `mayWait`, returns false instead of beginning unless that agent is connected already (its
+   * metadata loaded once) and no other transfer from it is in flight: invalidating its cache then
+   * waits for nothing.
    */
   bool beginTransfer(const std::string& agent, const std::string& blob, uint64_t epoch, const std::vector<RemoteRegion>& regions,
                      const std::vector<RemoteDesc>& descs, bool mayWait);
   void endTransfer(const std::string& agent);
 
-  /** Forgets a remote agent whose transfer failed, so that a later object from it reloads. */
+  /**
+   * Forgets a remote agent whose transfer failed, so that a later object from it reloads: at once
+   * when no transfer from it is in flight, else when the last one ends (never waits).
+   */
   void forgetRemote(const std::string& agent);
 
   std::vector<Region> registrations();
@@ -114,11 +118,15 @@ class ProcessAgent {
     uint64_t epoch = 0;
     uint64_t inFlight = 0;
     bool loaded = false;
+    /** A transfer from it failed while others were in flight: forgotten once the last one ends. */
+    bool forget = false;
     /** Every descriptor loaded into NIXL for this agent since the last invalidation. */
     std::vector<RemoteDesc> descs;
   };
   /** Drops NIXL's cache of `agent` once no transfer uses it. */
   void invalidate(std::unique_lock<std::mutex>& lock, const std::string& agent);
+  /** Invalidates and erases `agent`, which no transfer uses. */
+  void erase(std::unique_lock<std::mutex>& lock, const std::string& agent);
   std::map<std::string, Remote> remotes_;
 };
 

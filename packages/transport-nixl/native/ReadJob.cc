@@ -76,23 +76,18 @@ Napi::Object ReadJob::Start(Napi::Env env, std::unique_ptr<ReadPlan> plan, Napi:
     }
   }
   std::shared_ptr<std::atomic<bool>> aborted = job->aborted_;
-  job->settler_ = Settler::create(env, [aborted] { aborted->store(true); });
-  operation.Set("promise", job->settler_->promise());
-  operation.Set("abort", Napi::Function::New(env, [aborted](const Napi::CallbackInfo&) { aborted->store(true); }, "abort"));
   try {
+    job->settler_ = Settler::create(env, [aborted] { aborted->store(true); });
+    operation.Set("promise", job->settler_->promise());
+    operation.Set("abort", Napi::Function::New(env, [aborted](const Napi::CallbackInfo&) { aborted->store(true); }, "abort"));
     std::thread([raw = job.get()] { raw->run(); }).detach();
-  } catch (const std::system_error& error) {
-    // A request posted here may still be writing into the buffers: abort it and wait.
-    aborted->store(true);
+  } catch (...) {
+    job->abandon();
     try {
-      if (job->current_ != nullptr) job->await(*job->current_);
-    } catch (const Failure&) {
-      // The aborted READ's own failure: the thread that could not start is what to report.
+      throw;
+    } catch (const std::system_error& error) {
+      throw Failure(FailureCode::Transfer, std::string("cannot start a thread for the NIXL READ: ") + error.what());
     }
-    job->current_.reset();
-    job->end();
-    job->settler_->cancel();
-    throw Failure(FailureCode::Transfer, std::string("cannot start a thread for the NIXL READ: ") + error.what());
   }
   job.release();
   return operation;
@@ -189,7 +184,7 @@ std::unique_ptr<ReadJob::Request> ReadJob::post(nixl_capi_agent_t agent, size_t 
   return request;
 }
 
-int ReadJob::await(Request& request) {
+void ReadJob::await(Request& request) {
   NixlLibrary& nixl = NixlLibrary::get();
   Backoff backoff;
   while (request.status == NIXL_CAPI_IN_PROG) {
@@ -206,7 +201,18 @@ int ReadJob::await(Request& request) {
     backoff.pause();
     request.status = nixl.getXferStatus(request.agent, request.request);
   }
-  return request.status;
+}
+
+void ReadJob::abandon() {
+  // A request posted here may still be writing into the buffers: abort it and wait for that.
+  aborted_->store(true);
+  try {
+    if (current_ != nullptr) await(*current_);
+  } catch (const Failure&) {
+    // The abort's own failure: what stopped the read from going on is what to report.
+  }
+  end();
+  if (settler_ != nullptr) settler_->cancel();
 }
 
 void ReadJob::end() {

@@ -3,10 +3,12 @@
 // producer does nothing (its NIXL progress thread answers).
 //
 // A READ from the same host completes inside its post (UCX's cma copies there): the JS thread that
-// asks posts one of at most AgentConfig::readHereBytes itself and settles at once, sparing a
-// thread's start and the hand-back, two wake-ups of a busy machine. Whatever cannot finish there without
-// waiting (a post left in progress, larger reads, a producer another transfer is reading from)
-// goes on on a native thread of its own, which polls, keeping the consumer's event loop free.
+// asks registers the destinations of one of at most AgentConfig::readHereBytes, posts it itself and
+// settles at once, sparing a thread's start and the hand-back, two wake-ups of a busy machine.
+// Whatever would wait or connect goes on on a native thread of its own, which polls, keeping the
+// consumer's event loop free: a larger READ, the first from a producer (loading its metadata
+// connects), one from a producer that another READ is reading from (updating its metadata could
+// wait for that READ), a post left in progress (across hosts).
 //
 // Ownership: the JS thread creates the job; its thread runs it and, once the READ is over, hands it
 // back to the JS thread (the kit's Settler), which settles the promise and deletes the job. After
@@ -55,8 +57,10 @@ class ReadJob {
   bool advance(bool mayWait);
   /** Posts the request of the spans [first, first + count) (one pair of memory kinds). */
   std::unique_ptr<Request> post(nixl_capi_agent_t agent, size_t first, size_t count);
-  /** Polls `request` until it completes, fails or is aborted and released; returns its status. */
-  int await(Request& request);
+  /** Polls `request` until it completes, fails or is aborted and released (its status then says which). */
+  void await(Request& request);
+  /** On the JS thread, when the read cannot go on on a thread: aborts what was posted, waits for it, ends. */
+  void abandon();
   /** Once the read is over, whatever happened: ends the transfer and drops the destinations' registrations. */
   void end();
   /** On the JS thread: settles with the read's outcome and lets the buffers go. */

@@ -103,11 +103,12 @@ describe("library search", () => {
 describe("settings", () => {
   afterEach(() => vi.unstubAllEnvs())
 
-  it("reads the error mode, extra UCX parameters and the progress delay, and refuses a value one does not accept with an InvalidSettingError naming it, instead of a default or a dropped pair", () => {
-    expect(nixlSettings()).toMatchObject({ backendParams: [["ucx_error_handling_mode", "peer"]], progressDelayUs: 100_000 })
+  it("reads the error mode, extra UCX parameters, the progress delay and the READs' bytes done here, and refuses a value one does not accept with an InvalidSettingError naming it, instead of a default or a dropped pair", () => {
+    expect(nixlSettings()).toMatchObject({ backendParams: [["ucx_error_handling_mode", "peer"]], progressDelayUs: 100_000, readHereBytes: 16 * 2 ** 20 })
     vi.stubEnv("TENSORLANE_NIXL_ERROR_MODE", "none")
     vi.stubEnv("TENSORLANE_NIXL_UCX_PARAMS", "a=1, b = 2")
     vi.stubEnv("TENSORLANE_NIXL_PROGRESS_DELAY_US", "0")
+    vi.stubEnv("TENSORLANE_NIXL_READ_HERE_BYTES", "0")
     expect(nixlSettings()).toMatchObject({
       backendParams: [
         ["ucx_error_handling_mode", "none"],
@@ -115,6 +116,7 @@ describe("settings", () => {
         ["b", "2"],
       ],
       progressDelayUs: 0,
+      readHereBytes: 0,
     })
     vi.unstubAllEnvs()
     for (const [variable, value] of [
@@ -123,6 +125,8 @@ describe("settings", () => {
       ["TENSORLANE_NIXL_UCX_PARAMS", "=1"],
       ["TENSORLANE_NIXL_PROGRESS_DELAY_US", "-1"],
       ["TENSORLANE_NIXL_PROGRESS_DELAY_US", "100ms"],
+      ["TENSORLANE_NIXL_READ_HERE_BYTES", "-1"],
+      ["TENSORLANE_NIXL_READ_HERE_BYTES", "16MiB"],
     ]) {
       vi.stubEnv(variable, value)
       expect(() => nixlSettings(), `${variable}=${value}`).toThrow(expect.objectContaining({ _tag: "InvalidSettingError", variable, value }))
