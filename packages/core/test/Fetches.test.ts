@@ -1,6 +1,7 @@
 /**
  * The object-store's fetches, on the thread that needs the objects: a producer's connection that
- * closes fails the fetches from that producer only, and the others land whole.
+ * closes fails the fetches from that producer only, and the others land whole; once closed, none
+ * starts. (A fetch given up on lets its buffer go at once: test/failedTransfers.test.ts.)
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -61,5 +62,21 @@ it("a producer's connection that closes fails the fetches from that producer onl
     expect([...intoB.typedArray()]).toEqual([1, 2, 3, 4])
   } finally {
     for (const server of servers) server.close()
+  }
+})
+
+it("a fetch once closed fails at once with TransferError, and connects to nothing", async () => {
+  let connected = 0
+  const server = net.createServer(() => connected++)
+  await new Promise<void>((resolve) => server.listen(join(dir, "c.sock"), resolve))
+  try {
+    fetches.close()
+    const into = Tensor.zeros([4], { dtype: "uint8" })
+    const error = await fetches.fetch(join(dir, "c.sock"), "c.1", [tensorMeta(into)], [into], new AbortController().signal, undefined).catch((e: unknown) => e)
+    expect(error).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("closing") })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(connected).toBe(0)
+  } finally {
+    server.close()
   }
 })

@@ -15,7 +15,7 @@ import { metaMismatch } from "./tensorMeta.js"
 import { objectStoreName } from "./transportRegistry.js"
 import { fromWireError } from "./wireError.js"
 
-/** What a fetch's reply is read into. */
+/** What a fetch's reply is read into, and how the fetch ends. */
 interface Fetch {
   readonly expected: ReadonlyArray<TensorMeta>
   /** Dropped once given up on before its body came: that memory is no longer this fetch's. */
@@ -24,12 +24,54 @@ interface Fetch {
   abandoned: boolean
   /** Its reply's body is being read into `into`. */
   readingInto: boolean
+  /** Says that `into` is no longer written. */
+  readonly ended: () => void
+  /** Settles the fetch's promise; dropped once it did. */
+  settle: { readonly resolve: () => void; readonly reject: (error: unknown) => void } | undefined
 }
+
+const settleFetch = (fetch: Fetch, error?: unknown): void => {
+  const settle = fetch.settle
+  fetch.settle = undefined
+  if (error === undefined) settle?.resolve()
+  else settle?.reject(error)
+}
+
+/**
+ * Ends `fetch` with its reply (read, or failed with its connection). Made here, apart from the fetch's
+ * own scope, so that a reply that never comes (a stopped producer) keeps only `fetch` alive, not
+ * the signal whose reason's stack holds the frames, and so the receiving tensors, of whoever gave up.
+ */
+const follow = (reply: Promise<unknown>, fetch: Fetch): void => {
+  reply.then(
+    () => {
+      fetch.ended()
+      settleFetch(fetch)
+    },
+    (error: unknown) => {
+      fetch.ended()
+      settleFetch(fetch, error)
+    },
+  )
+}
+
+/** The abort listener of `fetch` (made apart from its scope, as `follow`). */
+const giveUp =
+  (fetch: Fetch) =>
+  (event: Event): void => {
+    fetch.abandoned = true
+    if (!fetch.readingInto) {
+      fetch.into = []
+      fetch.ended()
+    }
+    settleFetch(fetch, (event.target as AbortSignal).reason)
+  }
 
 export class Fetches {
   private readonly connections = new Map<string, Promise<Connection>>()
   /** By the producer's address: a connection that closes fails its own fetches only. */
   private readonly requests = new Requests<AgentReply, Fetch>()
+  private closed = false
 
   /** `tlsClient`: the credentials of a host of a cluster across hosts, for producers on other hosts. */
   constructor(private readonly tlsClient: TlsClient | undefined) {}
@@ -48,36 +90,29 @@ export class Fetches {
     signal: AbortSignal,
     writesUntil: ((done: Promise<unknown>) => void) | undefined,
   ): Promise<void> {
+    if (this.closed) throw new TransferError({ message: `no fetch of ${objectId} from ${address}: this process is closing`, transport: objectStoreName })
     const connection = await this.connection(address)
+    // Given up on while connecting: nothing was asked, nothing will be written.
+    if (signal.aborted) throw signal.reason
     let ended!: () => void
     const done = new Promise<void>((resolve) => (ended = resolve))
     writesUntil?.(done)
-    const fetch: Fetch = {
-      expected,
-      into: into.map((t) => t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)),
-      abandoned: false,
-      readingInto: false,
-    }
-    const reply = this.requests.request((reqId) => connection.send({ _tag: "Fetch", reqId, objectId } satisfies AgentRequest), {
-      peer: address,
-      context: fetch,
-    })
-    // Its reply was read, or its connection closed: `into` is no longer written.
-    void reply.then(ended, ended)
-    let onAbort!: () => void
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => {
-        fetch.abandoned = true
-        if (!fetch.readingInto) {
-          fetch.into = []
-          ended()
-        }
-        reject(signal.reason)
+    let fetch!: Fetch
+    const outcome = new Promise<void>((resolve, reject) => {
+      fetch = {
+        expected,
+        into: into.map((t) => t.storage.bytes.subarray(t.byteOffset, t.byteOffset + t.nbytes)),
+        abandoned: false,
+        readingInto: false,
+        ended,
+        settle: { resolve, reject },
       }
     })
+    follow(this.requests.request((reqId) => connection.send({ _tag: "Fetch", reqId, objectId } satisfies AgentRequest), { peer: address, context: fetch }), fetch)
+    const onAbort = giveUp(fetch)
     signal.addEventListener("abort", onAbort, { once: true })
     try {
-      await Promise.race([reply, aborted])
+      await outcome
     } finally {
       signal.removeEventListener("abort", onAbort)
     }
@@ -124,6 +159,7 @@ export class Fetches {
   }
 
   close(): void {
+    this.closed = true
     for (const connection of this.connections.values()) connection.then((c) => c.close()).catch(() => undefined)
   }
 }
