@@ -68,8 +68,7 @@ export const loadNixl = (): { readonly addon: NixlAddon; readonly library: strin
   const already = native.loadedLibrary()
   if (already !== undefined) return (loaded = { addon: native, library: already })
   const settings = nixlSettings()
-  const options = { env: settings.env, backendParams: settings.backendParams, progressDelayUs: settings.progressDelayUs, readHereBytes: settings.readHereBytes }
-  const { path } = loadNativeLibrary(librarySpec, (library) => native.load({ library, ...options }))
+  const { path } = loadNativeLibrary(librarySpec, (library) => native.load({ library, ...settings }))
   return (loaded = { addon: native, library: path })
 }
 
