@@ -43,16 +43,11 @@ const settleFetch = (fetch: Fetch, error?: unknown): void => {
  * the signal whose reason's stack holds the frames, and so the receiving tensors, of whoever gave up.
  */
 const follow = (reply: Promise<unknown>, fetch: Fetch): void => {
-  reply.then(
-    () => {
-      fetch.ended()
-      settleFetch(fetch)
-    },
-    (error: unknown) => {
-      fetch.ended()
-      settleFetch(fetch, error)
-    },
-  )
+  const end = (error?: unknown): void => {
+    fetch.ended()
+    settleFetch(fetch, error)
+  }
+  reply.then(() => end(), end)
 }
 
 /** The abort listener of `fetch` (made apart from its scope, as `follow`). */
