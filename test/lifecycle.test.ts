@@ -147,7 +147,10 @@ describe("cancel", () => {
     cluster.cancel(one)
     cluster.cancel(two)
     expect(await cluster.get(after, { timeoutMs: 5_000 })).toBe("after")
-    expect(await take(a.log())).toEqual(["one started", "two started", "one aborted", "two aborted", "after"])
+    // "after" takes the first slot freed, so it may run before the second abort reaches the actor.
+    const log = await take(a.log())
+    expect(log.slice(0, 3)).toEqual(["one started", "two started", "one aborted"])
+    expect(log.slice(3).sort()).toEqual(["after", "two aborted"])
     for (const ref of [one, two, queued, after]) ref.release()
   })
 
