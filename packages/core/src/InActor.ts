@@ -1,7 +1,9 @@
 /**
  * The APIs an actor method uses on its own process: `put`, `get`, `waitTensorFreed`, `group` and
  * `cancellationSignal`.
- * They find the current actor by async context; called in the driver they raise NotInActorError.
+ * They find the current actor by async context, from a method's code until it returns or its promise
+ * settles (code it leaves running after that, a timer or a promise it does not await, may find none);
+ * called in the driver they raise NotInActorError.
  */
 import { AsyncLocalStorage } from "node:async_hooks"
 import { NotInActorError } from "./Errors.js"
@@ -55,7 +57,28 @@ export interface ActorContext {
   readonly signal: AbortSignal
 }
 
-export const actorContext = new AsyncLocalStorage<ActorContext>()
+const actorContext = new AsyncLocalStorage<ActorContext>()
+
+// Where AsyncLocalStorage rides on async hooks (Node 20 and 22; Node 24 with
+// --no-async-context-frame), once on they run for every promise of the process, and each full
+// collection throws their optimised code away to be compiled again: on only while a method runs.
+const onAsyncHooks = "_propagate" in AsyncLocalStorage.prototype
+let methodsInContext = 0
+
+/**
+ * Runs an actor method with its context, for the APIs above to find from the method's code, before
+ * and after its awaits, until it returns or its promise settles.
+ */
+export const runInActorContext = async <A>(context: ActorContext, method: () => A | PromiseLike<A>): Promise<A> => {
+  if (!onAsyncHooks) return actorContext.run(context, method)
+  methodsInContext++
+  try {
+    return await actorContext.run(context, method)
+  } finally {
+    methodsInContext--
+    if (methodsInContext === 0) actorContext.disable()
+  }
+}
 
 const current = (api: string): ActorContext => {
   const context = actorContext.getStore()

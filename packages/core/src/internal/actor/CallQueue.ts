@@ -5,7 +5,7 @@
  */
 import { type ActorDefinition, methodOf } from "../../Actor.js"
 import { CancelledError, InvalidArgumentError, ProtocolError } from "../../Errors.js"
-import { type ActorContext, actorContext } from "../../InActor.js"
+import { type ActorContext, runInActorContext } from "../../InActor.js"
 import type { FromActor, ObjectInfo, ToActor, TransferStat } from "../messages.js"
 import type { ProcessRuntime, Resolved } from "../processRuntime.js"
 import { tensorsFromBytes, validateMeta } from "../tensorMeta.js"
@@ -133,7 +133,7 @@ export class CallQueue {
       const args = await this.arguments(call, body, transfers, received)
       await settledWithin(frees, SETTLE_FREES_MS)
       cancellation.throwIfCancelled()
-      const value = await actorContext.run(this.options.context(transfers, cancellation), () => entry.fn(this.options.state, ...args))
+      const value = await runInActorContext(this.options.context(transfers, cancellation), () => entry.fn(this.options.state, ...args))
       const transport = call.transport ?? entry.options.tensorTransport ?? objectStoreName
       const info = await runtime.produce(call.returnId, value, transport, "result")
       this.options.answer({ _tag: "Result", callId: call.callId, info, transfers })
