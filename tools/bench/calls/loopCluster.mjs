@@ -1,7 +1,8 @@
 /**
  * The cluster of loop.mjs and timeline.mjs: two LoopWorker actors over one transport (a group of the
  * two where it needs one), and one call of their loop, `cluster.get(b.numel(a.make(bytes)))`, its refs
- * released by hand ("released") or left to the garbage collector ("natural").
+ * released by hand ("released") or left to the garbage collector ("natural"). LOOP_ACTOR_FLAGS: Node
+ * and V8 flags for the actors, space-separated (for instance "--trace-opt --trace-deopt").
  */
 import { start } from "@tensorlane/core"
 import { LoopWorker } from "./loopActors.mjs"
@@ -21,7 +22,7 @@ export const transportModules = (transport) => (transport in modules ? [modules[
 /** Starts the cluster and its two actors: `a` makes, `b` consumes. The caller shuts it down. */
 export const startLoop = async (transport, loop) => {
   if (loop !== "released" && loop !== "natural") throw new Error(`the loop is "released" or "natural", not "${loop}"`)
-  const cluster = await start({ transports: transportModules(transport) })
+  const cluster = await start({ transports: transportModules(transport), execArgv: (process.env.LOOP_ACTOR_FLAGS ?? "").split(" ").filter(Boolean) })
   try {
     const [a, b] = await cluster.spawn(LoopWorker, { count: 2 })
     if (cluster.runtime.transport(transport).capabilities.needsGroup) await cluster.createCollectiveGroup([a, b], { backend: transport })
