@@ -254,10 +254,11 @@ describe("progress and failures", () => {
     // Frozen, the producer cannot send: the consumer's receive is posted and waits for it.
     process.kill(pid, "SIGSTOP")
     const call = rejection(take(survivor.numel(ref)))
-    // The frozen producer cannot answer inspect: a short timeout lists it as unresponsive instead.
+    // The frozen producer cannot answer inspect: a short timeout lists it as unresponsive instead
+    // (and any other actor slow to answer on a loaded machine, so ask until only it is).
     const pending = await eventually(
       () => cluster.inspect({ timeoutMs: 200 }),
-      (i) => (i.processes[survivor.actorId]?.pendingTransfers.length ?? 0) > 0,
+      (i) => (i.processes[survivor.actorId]?.pendingTransfers.length ?? 0) > 0 && i.unresponsive.length === 1,
     )
     expect(pending.unresponsive).toEqual([victim.actorId])
     process.kill(pid, "SIGKILL")

@@ -10,7 +10,7 @@ import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, Tensor
 import { readdirSync, readFileSync } from "node:fs"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { NixlWorker } from "./fixtures/nixlActors.mjs"
-import { expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
+import { eventually, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
 
 const NIXL = "@tensorlane/transport-nixl"
 
@@ -236,8 +236,12 @@ describe("failures", () => {
     try {
       const error = await rejection(cluster.get(ref, { timeoutMs: 1500 }))
       expect(tagOf(error)).toBe("TimeoutError")
-      // The stopped actor cannot answer an inspection: ask only briefly, the driver answers at once.
-      const inspection = await cluster.inspect({ timeoutMs: 200 })
+      // The stopped actor cannot answer an inspection: ask only briefly, the driver answers at once
+      // (another actor slow to answer on a loaded machine is listed too: ask until only it is).
+      const inspection = await eventually(
+        () => cluster.inspect({ timeoutMs: 200 }),
+        (i) => i.unresponsive.length === 1,
+      )
       expect(inspection.unresponsive).toEqual([frozen.actorId])
       expect(inspection.processes.driver.pendingTransfers).toEqual([])
     } finally {
