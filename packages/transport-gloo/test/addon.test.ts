@@ -186,20 +186,21 @@ const underWay = async (
 }
 
 /**
- * `underWay`, with the sender frozen (SIGSTOP) before `body` runs, and run again with fresh peers
+ * `underWay`, with the sender stopped by `stop` before `body` runs, and run again with fresh peers
  * (at most 5 times) while the sender turns out to have sent everything before it stopped: on a busy
  * machine the first bytes can be seen only once the last are on their way.
  */
-const frozenMidTransfer = async (
+const stoppedMidTransfer = async (
   objectId: string,
   sizes: ReadonlyArray<number>,
+  stop: (from: Peer) => void,
   body: (from: Peer, to: Peer, receiving: Promise<unknown>) => Promise<void>,
 ): Promise<void> => {
   const last = sizes.length - 1
   for (let attempt = 1; ; attempt++) {
     let late = false
     await underWay(objectId, sizes, async (from, to, receiving) => {
-      from.child.kill("SIGSTOP")
+      stop(from)
       // What the socket's buffers already hold still arrives: let it, then look at the last word.
       await new Promise((r) => setTimeout(r, 100))
       late = (await to.call("word", { name: `${objectId}/${last}/in`, index: sizes[last]! / 4 - 1 })) !== 0
@@ -210,6 +211,13 @@ const frozenMidTransfer = async (
   }
 }
 
+/** `stoppedMidTransfer` with the sender frozen (SIGSTOP). */
+const frozenMidTransfer = (
+  objectId: string,
+  sizes: ReadonlyArray<number>,
+  body: (from: Peer, to: Peer, receiving: Promise<unknown>) => Promise<void>,
+): Promise<void> => stoppedMidTransfer(objectId, sizes, (from) => from.child.kill("SIGSTOP"), body)
+
 describe("a peer that dies", () => {
   // gloo's tcp pair tells the operations posted on it when its connection breaks, but not the receive
   // it is reading into at that moment: that one would wait out its timeout. Within tensorlane the
@@ -218,8 +226,7 @@ describe("a peer that dies", () => {
   it("mid-transfer leaves the receive it was reading into to an abort, which ends it at once with the bytes that came in", async () => {
     const bytes = 512 * MiB
     const lastWord = bytes / 4 - 1
-    await underWay("big", [bytes], async (from, to, receiving) => {
-      from.kill()
+    await stoppedMidTransfer("big", [bytes], (from) => from.kill(), async (_from, to, receiving) => {
       const outcome = await Promise.race([receiving.then(() => "completed", () => "failed"), new Promise((r) => setTimeout(() => r("waiting"), 500))])
       expect(outcome).toBe("waiting")
       const started = Date.now()
