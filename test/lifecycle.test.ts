@@ -33,10 +33,18 @@ const pidDir = (): string => {
 }
 const pidsIn = (dir: string, ids: ReadonlyArray<string>): Array<number> => ids.map((id) => Number(fs.readFileSync(join(dir, id), "utf8")))
 
+/** Where a and b say which of their calls began. */
+let startedDir: string
+const startedOn = (actor: ActorHandle<typeof Cancellable>): Array<string> => {
+  const file = join(startedDir, actor.actorId)
+  return fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []
+}
+
 beforeAll(async () => {
   pidRoot = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-test-pids-"))
+  startedDir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-test-started-"))
   cluster = await start()
-  ;[a, b] = await cluster.spawn(Cancellable, { count: 2 })
+  ;[a, b] = await cluster.spawn(Cancellable, { count: 2, env: { TENSORLANE_TEST_STARTED_DIR: startedDir } })
 }, 60_000)
 
 afterAll(async () => {
@@ -48,6 +56,7 @@ afterAll(async () => {
     if (!isGone(pid)) process.kill(pid, "SIGKILL")
   }
   fs.rmSync(pidRoot, { recursive: true, force: true })
+  fs.rmSync(startedDir, { recursive: true, force: true })
 })
 
 describe("spawn", () => {
@@ -122,6 +131,7 @@ describe("kill", () => {
 describe("cancel", () => {
   beforeEach(async () => {
     await Promise.all([take(a.clear()), take(b.clear())])
+    for (const file of fs.readdirSync(startedDir)) fs.rmSync(join(startedDir, file))
   })
   afterEach(() => expectClean(cluster))
 
@@ -141,7 +151,7 @@ describe("cancel", () => {
     const two = a.untilCancelled("two")
     const queued = a.note("queued")
     const after = a.note("after")
-    await sleep(200)
+    await eventually(() => startedOn(a), (started) => started.length === 2, 10_000)
     cluster.cancel(queued)
     await expect(cluster.get(queued, { timeoutMs: 2_000 })).rejects.toMatchObject({ _tag: "CancelledError", objectId: queued.id })
     cluster.cancel(one)
@@ -171,7 +181,7 @@ describe("cancel", () => {
   it("of a running call that ignores its signal fails its ref and its dependents at once, and frees what it returns", async () => {
     const running = a.spinThenMake(1_000, LARGE)
     const dependent = b.note(running)
-    await sleep(200)
+    await eventually(() => startedOn(a), (started) => started.length === 1, 10_000)
     const began = performance.now()
     cluster.cancel(running)
     await expect(cluster.get(running)).rejects.toMatchObject({ _tag: "CancelledError", objectId: running.id })
