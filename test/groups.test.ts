@@ -19,7 +19,7 @@ import { dirname, join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { PairWorker } from "./fixtures/actors.ts"
 import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
-import { SOCKETPAIR, bytesMoved, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
+import { SOCKETPAIR, bytesMoved, eventually, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
 
 let cluster: Cluster
 let p0: ActorHandle<typeof PairWorker>
@@ -159,7 +159,7 @@ describe("allGather through the control plane", () => {
     const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
     const when = join(fs.mkdtempSync(join(os.tmpdir(), "tensorlane-groups-test-")), "go")
     const stale = take(p0.gatherWhen("again", "old", when)).catch((e: unknown) => e)
-    await sleep(200)
+    await eventually(() => fs.existsSync(`${when}.member`), Boolean, 10_000)
     await group.destroy()
     const again = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
     const fresh = take(p1.gather("again", "p1"))
@@ -173,10 +173,15 @@ describe("allGather through the control plane", () => {
 
   it("fails with MissingGroupError when the group is destroyed during a round, and outside any group", async () => {
     const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "gone" })
-    const waiting = rejection(take(p0.gather("gone", "x", 30_000)))
+    const when = join(fs.mkdtempSync(join(os.tmpdir(), "tensorlane-groups-test-")), "go")
+    fs.writeFileSync(when, "")
+    const waiting = rejection(take(p0.gatherWhen("gone", "x", when)))
+    // Its membership taken, p0 asks to gather at once: 200 ms for that message to reach the driver.
+    await eventually(() => fs.existsSync(`${when}.member`), Boolean, 10_000)
     await sleep(200)
     await group.destroy()
     expect(await waiting).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
+    fs.rmSync(dirname(when), { recursive: true, force: true })
     await expect(take(p2.gather("gone", "x"))).rejects.toBeInstanceOf(MissingGroupError)
   })
 })
