@@ -158,30 +158,36 @@ describe("allGather through the control plane", () => {
   it("a member's group destroyed and made again under its name is another group: a gather in the old one fails", async () => {
     const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
     const when = join(fs.mkdtempSync(join(os.tmpdir(), "tensorlane-groups-test-")), "go")
-    const stale = take(p0.gatherWhen("again", "old", when)).catch((e: unknown) => e)
-    await eventually(() => fs.existsSync(`${when}.member`), Boolean, 10_000)
-    await group.destroy()
-    const again = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
-    const fresh = take(p1.gather("again", "p1"))
-    fs.writeFileSync(when, "")
-    expect(await stale).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
-    // The old group's blob joined no round of the new one: its first round waits for p0's own.
-    expect(await Promise.all([take(p0.gather("again", "p0")), fresh])).toEqual([["p0", "p1"], ["p0", "p1"]])
-    fs.rmSync(dirname(when), { recursive: true, force: true })
-    await again.destroy()
+    try {
+      const stale = take(p0.gatherWhen("again", "old", when)).catch((e: unknown) => e)
+      await eventually(() => fs.existsSync(`${when}.member`), Boolean, 10_000)
+      await group.destroy()
+      const again = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "again" })
+      const fresh = take(p1.gather("again", "p1"))
+      fs.writeFileSync(when, "")
+      expect(await stale).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
+      // The old group's blob joined no round of the new one: its first round waits for p0's own.
+      expect(await Promise.all([take(p0.gather("again", "p0")), fresh])).toEqual([["p0", "p1"], ["p0", "p1"]])
+      await again.destroy()
+    } finally {
+      fs.rmSync(dirname(when), { recursive: true, force: true })
+    }
   })
 
   it("fails with MissingGroupError when the group is destroyed during a round, and outside any group", async () => {
     const group = await cluster.createCollectiveGroup([p0, p1], { backend: "socketpair", name: "gone" })
     const when = join(fs.mkdtempSync(join(os.tmpdir(), "tensorlane-groups-test-")), "go")
-    fs.writeFileSync(when, "")
-    const waiting = rejection(take(p0.gatherWhen("gone", "x", when)))
-    // Its membership taken, p0 asks to gather at once: 200 ms for that message to reach the driver.
-    await eventually(() => fs.existsSync(`${when}.member`), Boolean, 10_000)
-    await sleep(200)
-    await group.destroy()
-    expect(await waiting).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
-    fs.rmSync(dirname(when), { recursive: true, force: true })
+    try {
+      fs.writeFileSync(when, "")
+      const waiting = rejection(take(p0.gatherWhen("gone", "x", when, 30_000)))
+      // Its membership taken, p0 asks to gather at once: 200 ms for that message to reach the driver.
+      await eventually(() => fs.existsSync(`${when}.member`), Boolean, 10_000)
+      await sleep(200)
+      await group.destroy()
+      expect(await waiting).toMatchObject({ _tag: "MissingGroupError", message: expect.stringContaining("destroyed") })
+    } finally {
+      fs.rmSync(dirname(when), { recursive: true, force: true })
+    }
     await expect(take(p2.gather("gone", "x"))).rejects.toBeInstanceOf(MissingGroupError)
   })
 })

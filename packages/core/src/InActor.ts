@@ -2,8 +2,8 @@
  * The APIs an actor method uses on its own process: `put`, `get`, `waitTensorFreed`, `group` and
  * `cancellationSignal`.
  * They find the current actor by async context, from a method's code until it returns or its promise
- * settles (code it leaves running after that, a timer or a promise it does not await, may find none);
- * called in the driver they raise NotInActorError.
+ * settles (code it leaves running after that, a timer or a promise it does not await, may find no
+ * actor, or the ended call); called in the driver they raise NotInActorError.
  */
 import { AsyncLocalStorage } from "node:async_hooks"
 import { NotInActorError } from "./Errors.js"
