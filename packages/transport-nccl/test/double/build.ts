@@ -1,6 +1,7 @@
 /**
  * Builds the test doubles of libnccl.so.2 and libcudart.so (fake_nccl.c, fake_cudart.c) with the
- * system C compiler into a temporary folder, once per source version, and returns the environment
+ * system C compiler into build/ beside them (ignored by git, like every build output; nothing in the
+ * system's temporary folder outlives the tests), once per source version, and returns the environment
  * that makes transport-nccl load them instead of the real libraries.
  */
 import { execFileSync } from "node:child_process"
@@ -13,7 +14,7 @@ const here = new URL(".", import.meta.url).pathname
 
 const build = (source: string): string => {
   const code = fs.readFileSync(join(here, source))
-  const dir = join(os.tmpdir(), "tensorlane-nccl-doubles")
+  const dir = join(here, "build")
   fs.mkdirSync(dir, { recursive: true })
   const out = join(dir, `${source.replace(/\.c$/, "")}-${createHash("sha256").update(code).digest("hex").slice(0, 12)}.so`)
   if (!fs.existsSync(out)) {
