@@ -9,7 +9,7 @@ import { type ActorHandle, type Cluster, type ObjectRef, Tensor, start } from "@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Worker } from "./fixtures/actors.ts"
 import { digest, nested } from "./fixtures/samples.ts"
-import { expectClean, sleep, take as takeFrom } from "./helpers.ts"
+import { expectClean, startedMarker, take as takeFrom } from "./helpers.ts"
 
 const TCP = "@tensorlane-examples/transport-tcp"
 const TCP_EFFECT = "@tensorlane-examples/transport-tcp/effect"
@@ -53,15 +53,21 @@ describe.each(["tcp", "tcp-effect"])("examples/transport-tcp's %s, loaded by nam
   it("serves from the producer's transfer agent while its JS thread is busy", async () => {
     const ref = a.make.options({ tensorTransport: transport })(1 << 20)
     await take(b.numel(ref)) // the object exists before the producer gets busy
-    const busy = a.busy(2_000)
-    await sleep(300) // let the producer's main thread start spinning
-    const numel = b.numel(ref)
-    expect(await cluster.get(numel)).toBe(1 << 18)
-    const arrived = Date.now()
-    // The producer's main thread was spinning while the consumer got the tensor.
-    const { start, end } = await cluster.get(busy)
-    expect(start).toBeLessThan(arrived)
-    expect(arrived).toBeLessThan(end)
-    for (const r of [ref, busy, numel]) r.release()
+    const marker = startedMarker()
+    try {
+      const busy = a.busy(2_000, marker.file)
+      await marker.started()
+      const numel = b.numel(ref)
+      expect(await cluster.get(numel)).toBe(1 << 18)
+      const arrived = Date.now()
+      // The producer's main thread was spinning while the consumer got the tensor.
+      const { start, end } = await cluster.get(busy)
+      expect(start).toBeLessThan(arrived)
+      expect(arrived).toBeLessThan(end)
+      for (const r of [busy, numel]) r.release()
+    } finally {
+      marker.done()
+    }
+    ref.release()
   })
 })

@@ -13,6 +13,22 @@ export { rejection, tagOf, thrown } from "../packages/core/test/helpers/errors.t
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+/**
+ * A file an actor's busy method writes as it starts (fixtures/actors.ts), and the wait for it: a test
+ * cannot ask an actor whose main thread spins. The file's folder is removed by `done`.
+ */
+export const startedMarker = (): { file: string; started: () => Promise<void>; done: () => void } => {
+  const dir = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-test-started-"))
+  const file = join(dir, "started")
+  return {
+    file,
+    started: async () => {
+      await eventually(() => fs.existsSync(file), (found) => found, 10_000)
+    },
+    done: () => fs.rmSync(dir, { recursive: true, force: true }),
+  }
+}
+
 const leftovers = (inspection: ClusterInspection) => ({
   objects: inspection.objects,
   processes: Object.fromEntries(

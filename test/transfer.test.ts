@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Helper } from "./fixtures/actors.mjs"
 import { Worker } from "./fixtures/actors.ts"
 import { digest, nested, tensorsOf } from "./fixtures/samples.ts"
-import { TMPFILE, bytesMoved, eventually, expectClean, rejection, sleep, tagOf, take as takeFrom } from "./helpers.ts"
+import { TMPFILE, bytesMoved, eventually, expectClean, rejection, startedMarker, tagOf, take as takeFrom } from "./helpers.ts"
 
 let cluster: Cluster
 let a: ActorHandle<typeof Worker>
@@ -241,17 +241,22 @@ describe("progress while the producer is busy", () => {
     const n = 8 << 20
     const ref = a.make(n)
     expect(await take(a.numel(ref))).toBe(n / 4)
-    const busy = a.busy(3_000)
-    await sleep(500)
-    const before = Date.now()
-    expect(await take(b.sum(ref))).toBe(n / 4)
-    expect((await cluster.get(ref)).numel).toBe(n / 4)
-    const after = Date.now()
-    const { start: began, end } = await cluster.get(busy)
-    expect(began).toBeLessThanOrEqual(before)
-    expect(after).toBeLessThan(end)
+    const marker = startedMarker()
+    try {
+      const busy = a.busy(3_000, marker.file)
+      await marker.started()
+      const before = Date.now()
+      expect(await take(b.sum(ref))).toBe(n / 4)
+      expect((await cluster.get(ref)).numel).toBe(n / 4)
+      const after = Date.now()
+      const { start: began, end } = await cluster.get(busy)
+      expect(began).toBeLessThanOrEqual(before)
+      expect(after).toBeLessThan(end)
+      busy.release()
+    } finally {
+      marker.done()
+    }
     ref.release()
-    busy.release()
   })
 })
 
