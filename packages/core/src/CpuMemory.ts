@@ -112,7 +112,15 @@ class CpuMemoryPool implements MemoryPool {
         message: `alignment of memory pool "${this.name}" must be a power of two >= 8, got ${String(options.alignment)}`,
       })
     }
-    this.buffer = new SharedArrayBuffer(this.capacity)
+    try {
+      this.buffer = new SharedArrayBuffer(this.capacity)
+    } catch (e) {
+      throw new OutOfMemoryError({
+        message: `cannot allocate memory pool "${this.name}" of ${this.capacity} bytes: ${e instanceof Error ? e.message : String(e)}`,
+        requested: this.capacity,
+        capacity: totalmem(),
+      })
+    }
     this.blocks = new BlockAllocator(this.capacity, { alignment: this.alignment })
   }
 

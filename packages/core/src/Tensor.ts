@@ -12,7 +12,8 @@ import { currentAllocator } from "./AllocatorScope.js"
 import { cpuAllocator } from "./CpuMemory.js"
 import { parseDevice, type Device } from "./Device.js"
 import { DTypes, dtypeOf, type DType, type StorageArray } from "./DType.js"
-import { DeviceError, DTypeError, ShapeError } from "./Errors.js"
+import { DeviceError, DTypeError, InvalidArgumentError, ShapeError } from "./Errors.js"
+import { describe as describeValue } from "./internal/arguments.js"
 import {
   addElements,
   addScalar,
@@ -83,6 +84,20 @@ export interface AllcloseOptions {
 export interface ToOptions {
   /** Allocator of the destination; default `currentAllocator(device)`. */
   readonly allocator?: Allocator
+}
+
+/** A scalar operand of `op`: a number or a bigint. */
+const checkScalar = (value: unknown, op: string): number | bigint => {
+  if (typeof value !== "number" && typeof value !== "bigint") {
+    throw new InvalidArgumentError({ message: `${op} takes a number or a bigint, not ${describeValue(value)}`, argument: "value" })
+  }
+  return value
+}
+
+/** A tensor operand of `op`. */
+const requireTensor = (value: unknown, op: string): Tensor => {
+  if (!isTensor(value)) throw new InvalidArgumentError({ message: `${op} takes a tensor, not ${describeValue(value)}`, argument: "other" })
+  return value
 }
 
 export const isTensor = (x: unknown): x is Tensor =>
@@ -175,6 +190,9 @@ export class Tensor {
     const dims = checkShape(shape)
     const dtype = dtypeOf(opts?.dtype ?? "float32")
     if (dtype.kind !== "float") throw new DTypeError({ message: `randn needs a float dtype, got ${dtype.name}` })
+    if (opts?.seed !== undefined && typeof opts.seed !== "number") {
+      throw new InvalidArgumentError({ message: `randn's seed is a number, not ${describeValue(opts.seed)}`, argument: "seed" })
+    }
     const sample = normalSampler(opts?.seed)
     return Tensor.build(dims, opts, (t) => fillWith(t.elements(), t.dtype, t.numel, sample))
   }
@@ -309,6 +327,7 @@ export class Tensor {
   // ---- element ops (CPU) ----
 
   fill_(value: number | bigint): this {
+    checkScalar(value, "fill_")
     fillElements(this, this.elements(), this.storage.bytes, value)
     return this
   }
@@ -317,7 +336,7 @@ export class Tensor {
   add_(other: Tensor | number | bigint): this {
     const data = this.elements()
     if (!isTensor(other)) {
-      addScalar(this, data, other)
+      addScalar(this, data, checkScalar(other, "add_"))
       return this
     }
     if (other.dtype !== this.dtype) {
@@ -342,12 +361,14 @@ export class Tensor {
   }
 
   static allclose(a: Tensor, b: Tensor, opts?: AllcloseOptions): boolean {
-    a.checkSameShape(b, "allclose")
+    requireTensor(a, "allclose")
+    a.checkSameShape(requireTensor(b, "allclose"), "allclose")
     return closeElements(a, a.elements(), b, b.elements(), opts?.rtol ?? 1e-5, opts?.atol ?? 1e-8)
   }
 
   /** Same dtype, same shape and equal elements (NaN differs from everything, -0 equals 0). */
   equal(other: Tensor): boolean {
+    requireTensor(other, "equal")
     if (other.dtype !== this.dtype || other.ndim !== this.ndim || other.shape.some((d, i) => d !== this.shape[i])) {
       return false
     }
@@ -374,7 +395,7 @@ export class Tensor {
   }
 
   set(indices: ReadonlyArray<number>, value: number | bigint): this {
-    this.elements()[storageIndexOf(this, indices)] = encoder(this.dtype)(value)
+    this.elements()[storageIndexOf(this, indices)] = encoder(this.dtype)(checkScalar(value, "set"))
     return this
   }
 

@@ -5,7 +5,7 @@ import { nextStorageId, registerDeviceAllocator, withAllocator } from "../src/Al
 import { cpuAllocator, createCpuMemoryPool } from "../src/CpuMemory.js"
 import type { Device } from "../src/Device.js"
 import { dtypeNames, type DType } from "../src/DType.js"
-import { DeviceError, DTypeError, ShapeError } from "../src/Errors.js"
+import { DeviceError, DTypeError, InvalidArgumentError, OutOfMemoryError, ShapeError } from "../src/Errors.js"
 import { Tensor, isTensor } from "../src/Tensor.js"
 import { thrown } from "./helpers/errors.ts"
 
@@ -445,6 +445,23 @@ describe("ops", () => {
     expect(base().transpose(0, 1).equal(base().transpose(0, 1).contiguous())).toBe(true)
   })
 
+  it("operands of the wrong kind are typed errors, not NaN elements or a TypeError", () => {
+    const t = Tensor.zeros([2])
+    for (const value of ["1", null, undefined, {}] as Array<never>) {
+      expect(thrown(() => t.fill_(value))).toMatchObject({ _tag: "InvalidArgumentError", argument: "value" })
+      expect(thrown(() => t.add_(value))).toMatchObject({ _tag: "InvalidArgumentError", argument: "value" })
+      expect(thrown(() => t.set([0], value))).toMatchObject({ _tag: "InvalidArgumentError", argument: "value" })
+      expect(thrown(() => Tensor.full([2], value))).toMatchObject({ _tag: "InvalidArgumentError", argument: "value" })
+      if (value !== undefined) expect(thrown(() => Tensor.randn([2], { seed: value }))).toMatchObject({ _tag: "InvalidArgumentError", argument: "seed" })
+    }
+    for (const other of [null, undefined, [0, 0], 0] as Array<never>) {
+      expect(() => t.equal(other)).toThrow(InvalidArgumentError)
+      expect(() => t.allclose(other)).toThrow(InvalidArgumentError)
+      expect(() => Tensor.allclose(other, t)).toThrow(InvalidArgumentError)
+    }
+    expect([...t.toArray()]).toEqual([0, 0])
+  })
+
   it("get, set and item check their indices", () => {
     const t = base()
     expect(t.get(2, -1)).toBe(11)
@@ -477,6 +494,15 @@ describe("ops", () => {
     row[0] = -4
     expect(t.get(1, 0)).toBe(-4)
     expect(() => t.transpose(0, 1).typedArray()).toThrow(ShapeError)
+    // An empty view may start past its storage's end: it reads nothing, like its other accessors.
+    const empty = Tensor.zeros([0, 5]).slice(1, 3)
+    expect(empty.shape).toEqual([0, 2])
+    expect(empty.typedArray()).toEqual(new Float32Array(0))
+    expect(Tensor.zeros([0, 5]).select(1, 4).typedArray().length).toBe(0)
+  })
+
+  it("a memory pool larger than the process can have is an OutOfMemoryError", () => {
+    expect(() => createCpuMemoryPool({ capacity: 2 ** 45 })).toThrow(OutOfMemoryError)
   })
 
   it("toString and inspect print a short summary", () => {

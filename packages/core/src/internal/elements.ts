@@ -38,6 +38,8 @@ export const elementArray = (
     })
   }
   const View = info.array as unknown as new (buffer: ArrayBufferLike, byteOffset: number, length: number) => RawArray
+  // An empty view may start past its storage's end (a slice along an empty dimension): it reads nothing.
+  if (length === 0) return new View(bytes.buffer, bytes.byteOffset, 0)
   return new View(bytes.buffer, bytes.byteOffset + start * info.itemSize, length)
 }
 
