@@ -3,7 +3,7 @@
  * that made them, values that cannot travel, malformed options, refs their holder released, and a
  * CPU memory pool whose released results come back to it.
  */
-import { type ActorHandle, type Cluster, type ObjectRef, Tensor, start } from "@tensorlane/core"
+import { type ActorHandle, type Cluster, type ObjectRef, Tensor, defineActor, method, start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PoolWorker, Worker } from "./fixtures/actors.ts"
 import { SOCKETPAIR, expectClean, take as takeFrom, thrown } from "./helpers.ts"
@@ -128,6 +128,47 @@ describe("bad inputs get typed errors that say what was wrong", () => {
     await expect(b.spawn({} as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "definition" })
     await expect(b.createCollectiveGroup(wb as never, { backend: "socketpair" })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "actors" })
     await expect(b.createCollectiveGroup([wb, pool], undefined as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "backend" })
+    // Refused before any member hears of it, not a wait for members that drop the request.
+    await expect(b.createCollectiveGroup([], { backend: "socketpair" })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "actors" })
+    for (const name of [5, "", null] as Array<never>) {
+      await expect(b.createCollectiveGroup([wb, pool], { backend: "socketpair", name, timeoutMs: 60_000 })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "name" })
+    }
+    expect(b.listGroups()).toEqual([])
+  })
+
+  it("spawn's env maps names to strings, checked before any process starts", async () => {
+    const before = Object.keys((await b.inspect()).processes)
+    for (const env of ["X=1", ["X"], { X: 5 }, { X: "a\0b" }, { "A=B": "x" }, { "": "x" }] as Array<never>) {
+      await expect(b.spawn(Worker, { env })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "env" })
+    }
+    expect(Object.keys((await b.inspect()).processes).sort()).toEqual(before.sort())
+  })
+
+  it("actor definitions, method options and transport names of the wrong kind", async () => {
+    const methods = { ping: () => 1 }
+    for (const maxConcurrency of [Number.NaN, 0, 1.5, "2", -1] as Array<never>) {
+      expect(thrown(() => defineActor(import.meta.url, "Bad", { init: () => ({}), methods, maxConcurrency }))).toMatchObject({
+        _tag: "InvalidArgumentError",
+        argument: "spec.maxConcurrency",
+      })
+    }
+    expect(defineActor(import.meta.url, "Unbounded", { init: () => ({}), methods, maxConcurrency: Infinity }).spec.maxConcurrency).toBe(Infinity)
+    expect(thrown(() => method(null as never, () => 1))).toMatchObject({ _tag: "InvalidArgumentError", argument: "method options" })
+    expect(method(undefined as never, () => 1).options).toEqual({})
+    expect(thrown(() => method({}, 5 as never))).toMatchObject({ _tag: "InvalidArgumentError", argument: "fn" })
+    expect(thrown(() => wb.digest.options(5 as never))).toMatchObject({ _tag: "InvalidArgumentError", argument: "digest.options" })
+    expect(await takeFrom(b)(wb.digest.options(undefined as never)(1))).toEqual(await takeFrom(b)(wb.digest(1)))
+    expect(thrown(() => wb.digest.options({ tensorTransport: 5 as never })(1))).toMatchObject({ _tag: "InvalidArgumentError", argument: "tensorTransport" })
+    await expect(b.put(Tensor.ones([4]), { tensorTransport: 5 as never })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "tensorTransport" })
+  })
+
+  it("broadcast receivers and get targets of the wrong kind", async () => {
+    using ref = await b.put(Tensor.ones([4]))
+    await expect(b.broadcast(ref, wb as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "receivers" })
+    for (const target of ["x", [Tensor.zeros([4]), 5], {}] as Array<never>) {
+      await expect(b.get(ref, { target })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "target" })
+    }
+    expect((await b.get(ref)).sum()).toBe(4)
   })
 })
 

@@ -3,6 +3,7 @@
  * and take the export named by `defineActor`.
  */
 import { InvalidArgumentError } from "./Errors.js"
+import { checkOptions, describe } from "./internal/arguments.js"
 import type { ObjectRef } from "./ObjectRef.js"
 
 export interface MethodOptions {
@@ -21,11 +22,11 @@ export interface MarkedMethod<F> {
 }
 
 /** Marks a method with options (its tensor transport). */
-export const method = <F extends MethodFn<any>>(options: MethodOptions, fn: F): MarkedMethod<F> => ({
-  [methodBrand]: true,
-  options,
-  fn,
-})
+export const method = <F extends MethodFn<any>>(options: MethodOptions, fn: F): MarkedMethod<F> => {
+  const checked = checkOptions(options, "method options")
+  if (typeof fn !== "function") throw new InvalidArgumentError({ message: `method(options, fn) takes a function, not ${describe(fn)}`, argument: "fn" })
+  return { [methodBrand]: true, options: checked, fn }
+}
 
 export const isMarkedMethod = (value: unknown): value is MarkedMethod<MethodFn<unknown>> =>
   typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[methodBrand] === true
@@ -61,6 +62,10 @@ export const defineActor = <S, M extends Record<string, MethodFn<S> | MarkedMeth
   name: string,
   spec: ActorSpec<S, M>,
 ): ActorDefinition<S, M> => {
+  const concurrency = spec.maxConcurrency
+  if (concurrency !== undefined && !(concurrency === Infinity || (Number.isInteger(concurrency) && concurrency >= 1))) {
+    throw new InvalidArgumentError({ message: `maxConcurrency of actor ${name} must be an integer >= 1 or Infinity, not ${describe(concurrency)}`, argument: "spec.maxConcurrency" })
+  }
   for (const [key, value] of Object.entries(spec.methods)) {
     if (typeof value !== "function" && !isMarkedMethod(value)) {
       throw new InvalidArgumentError({ message: `method "${key}" of actor ${name} must be a function or method(options, fn)`, argument: "spec.methods" })

@@ -17,7 +17,7 @@ import { type ActorDiedError, InvalidArgumentError, TransferError, UnsupportedOp
 import type { GetOptions, PutOptions } from "./InActor.js"
 import { recordTransfer } from "./Metrics.js"
 import { ObjectRef, type RefTracker, requireOpen, requireUsableRef } from "./ObjectRef.js"
-import { checkTimeout } from "./internal/arguments.js"
+import { checkTimeout, describe } from "./internal/arguments.js"
 import { callerFolder } from "./internal/callerModule.js"
 import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { type ActorMessage, ActorProcesses, type ActorRecord, type SpawnOptions, localLauncher } from "./internal/driver/ActorProcesses.js"
@@ -236,6 +236,7 @@ export class Cluster implements AsyncDisposable {
     requireOpen(this.identity)
     requireUsableRef(ref, this.identity)
     const limitMs = checkTimeout(options.timeoutMs, "timeoutMs")
+    if (!Array.isArray(receivers)) throw new InvalidArgumentError({ message: `broadcast takes an array of actor handles, not ${describe(receivers)}`, argument: "receivers" })
     const receiving = receivers.map((r) => this.processes.actorOf(r))
     await this.objects.broadcast(this.directory.require(ref.id), receiving, limitMs)
   }

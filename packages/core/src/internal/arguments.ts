@@ -10,13 +10,22 @@ export const checkTimeout = (value: unknown, argument: string): number | undefin
   return value
 }
 
+/** An options argument: undefined (no options) or an object. */
+export const checkOptions = <O extends object>(value: O | undefined, argument: string): O | Record<string, never> => {
+  if (value === undefined) return {}
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError({ message: `${argument} must be an object of options, not ${describe(value)}`, argument })
+  }
+  return value
+}
+
 /** A short description of a value for error messages. */
 export const describe = (value: unknown): string => {
   if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)
   if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint" || value == null) return String(value)
   if (typeof value === "function") return "a function"
   if (typeof value === "symbol") return "a symbol"
-  if (Array.isArray(value)) return "an array"
+  if (Array.isArray(value)) return value.length === 0 ? "an empty array" : "an array"
   const name = (value as { constructor?: { name?: unknown } }).constructor?.name
   return typeof name === "string" && name !== "" && name !== "Object" ? `a ${name}` : "an object"
 }

@@ -6,7 +6,7 @@ import * as v8 from "node:v8"
 import { DeviceError, InvalidArgumentError, ProtocolError, UnsupportedOperationError } from "../Errors.js"
 import type { GetOptions } from "../InActor.js"
 import { type ClusterIdentity, type ObjectRef, isObjectRef, requireRefOf, requireUsableRef } from "../ObjectRef.js"
-import type { Tensor } from "../Tensor.js"
+import { type Tensor, isTensor } from "../Tensor.js"
 import { TensorStore } from "../TensorStore.js"
 import type { PromiseTransport } from "../Transport.js"
 import type { ClusterMember } from "./agent/Agent.js"
@@ -126,6 +126,7 @@ export class ProcessRuntime {
   }
 
   transport(name: string): PromiseTransport {
+    if (typeof name !== "string") throw new InvalidArgumentError({ message: `a tensor transport is named by a string, not ${describe(name)}`, argument: "tensorTransport" })
     const transport = this.transports.get(name)
     if (transport === undefined) throw unknownTransport(name, this.transports.keys())
     return transport
@@ -306,6 +307,9 @@ export class ProcessRuntime {
     const list = refList(refs)
     for (const ref of list) requireUsableRef(ref, this.cluster)
     const deadline = performance.now() + (checkTimeout(options.timeoutMs, "timeoutMs") ?? Infinity)
+    if (options.target !== undefined && (!Array.isArray(options.target) || !options.target.every(isTensor))) {
+      throw new InvalidArgumentError({ message: `target must be an array of tensors, not ${describe(options.target)}`, argument: "target" })
+    }
     const remaining = () => Math.max(0, deadline - performance.now())
     const values: Array<unknown> = []
     let targetOffset = 0

@@ -9,7 +9,7 @@ import { type ActorDefinition, type ActorHandle, type CallOptions, isActorDefini
 import { ActorDiedError, ClusterClosedError, CrossHostError, InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
 import { type ClusterIdentity, type ObjectRef, requireSameCluster } from "../../ObjectRef.js"
 import { launchActor } from "../actorLaunch.js"
-import { checkTimeout, describe } from "../arguments.js"
+import { checkOptions, checkTimeout, describe } from "../arguments.js"
 import { Connection, decoded } from "../connection.js"
 import { type ActorInspection, type FromActor, type ToActor, decodeFromActor } from "../messages.js"
 import type { Entry } from "../objectDirectory.js"
@@ -156,6 +156,19 @@ const checkCount = (count: unknown): number => {
   return count
 }
 
+/** Extra environment variables: names without "=" and values, all strings without NUL characters. */
+const checkEnv = (env: unknown): Readonly<Record<string, string>> => {
+  if (env === undefined) return {}
+  const refuse = (what: string) => new InvalidArgumentError({ message: `env must map names to strings: ${what}`, argument: "env" })
+  if (typeof env !== "object" || env === null || Array.isArray(env)) throw refuse(`got ${describe(env)}`)
+  for (const [name, value] of Object.entries(env)) {
+    if (name === "" || name.includes("=") || name.includes("\0")) throw refuse(`the name ${describe(name)} is empty or has "=" or a NUL character`)
+    if (typeof value !== "string") throw refuse(`${name} is ${describe(value)}`)
+    if (value.includes("\0")) throw refuse(`the value of ${name} has a NUL character`)
+  }
+  return env as Readonly<Record<string, string>>
+}
+
 /** Where an actor runs, as words that follow its id: "" on the driver's machine. */
 const onHost = (host: string | undefined): string => (host === undefined ? "" : ` on host ${host}`)
 
@@ -195,6 +208,7 @@ export class ActorProcesses {
   async spawn(definition: ActorDefinition, options: SpawnOptions): Promise<Array<ActorRecord>> {
     if (!isActorDefinition(definition)) throw new InvalidArgumentError({ message: `spawn takes an actor definition (defineActor), not ${describe(definition)}`, argument: "definition" })
     const count = checkCount(options.count)
+    const env = checkEnv(options.env)
     const startTimeoutMs = checkTimeout(options.startTimeoutMs, "startTimeoutMs") ?? DEFAULT_START_TIMEOUT_MS
     // Unknown transport names fail here, before any process starts.
     for (const name of Object.keys(definition.spec.methods as object)) {
@@ -203,7 +217,7 @@ export class ActorProcesses {
     }
     const hosts = await this.place(options, count)
     const flags = [...this.launch.execArgv, ...actorTypeScriptFlags(definition.moduleUrl, this.launch.transports)]
-    const starts = Array.from({ length: count }, (_, index) => this.start(definition, index, flags, options.env ?? {}, hosts[index]))
+    const starts = Array.from({ length: count }, (_, index) => this.start(definition, index, flags, env, hosts[index]))
     const records = starts.map((s) => s.record)
     const ready = new Set<ActorRecord>()
     for (const s of starts) {
@@ -383,7 +397,10 @@ export class ActorProcesses {
   ): ActorHandle<D> {
     const methods: Record<string, unknown> = {}
     for (const name of Object.keys(record.definition.spec.methods as object)) {
-      const call = (options: CallOptions) => (...args: Array<unknown>) => submit(record, name, args, options)
+      const call = (options: CallOptions) => {
+        const checked = checkOptions(options, `${name}.options`)
+        return (...args: Array<unknown>) => submit(record, name, args, checked)
+      }
       methods[name] = Object.assign(call({}), { options: call })
     }
     const handle = { ...methods, actorId: record.id, definition: record.definition }

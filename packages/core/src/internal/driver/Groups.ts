@@ -73,11 +73,16 @@ export class Groups {
   }
 
   async create(actors: ReadonlyArray<{ actorId: string }>, options: GroupOptions): Promise<CollectiveGroup> {
-    if (!Array.isArray(actors)) throw new InvalidArgumentError({ message: `createCollectiveGroup takes an array of actor handles, not ${describe(actors)}`, argument: "actors" })
+    if (!Array.isArray(actors) || actors.length === 0) {
+      throw new InvalidArgumentError({ message: `createCollectiveGroup takes a non-empty array of actor handles, not ${describe(actors)}`, argument: "actors" })
+    }
     if (typeof options?.backend !== "string") {
       throw new InvalidArgumentError({ message: `createCollectiveGroup needs { backend }, the name of a transport, not ${describe(options?.backend)}`, argument: "backend" })
     }
     const timeoutMs = checkTimeout(options.timeoutMs, "timeoutMs") ?? this.driver.transferTimeoutMs
+    if (options.name !== undefined && (typeof options.name !== "string" || options.name === "")) {
+      throw new InvalidArgumentError({ message: `a group's name must be a non-empty string, not ${describe(options.name)}`, argument: "name" })
+    }
     const backend = options.backend.toLowerCase()
     const transports = this.driver.runtime.transports
     const transport = transports.get(backend)
