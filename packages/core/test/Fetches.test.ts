@@ -80,3 +80,56 @@ it("a fetch once closed fails at once with TransferError, and connects to nothin
     server.close()
   }
 })
+
+/** Two fake producers, "a" and "b", each answering nothing until the test makes it; their fetches' connections and request ids. */
+const twoProducers = async () => {
+  const asked = new Map<string, { connection: Connection; reqId: number }>()
+  const servers = await Promise.all(
+    ["a", "b"].map(async (name) => {
+      const server = net.createServer((socket) => {
+        new Connection(socket, { onFrame: (frame, connection) => asked.set(name, { connection, reqId: (frame.header as AgentRequest).reqId }) })
+      })
+      await new Promise<void>((resolve) => server.listen(join(dir, `${name}.sock`), resolve))
+      return server
+    }),
+  )
+  const fetch = (producer: string, into: Tensor) =>
+    fetches.fetch(join(dir, `${producer}.sock`), `${producer}.1`, [tensorMeta(into)], [into], new AbortController().signal, undefined)
+  return { asked, fetch, close: () => servers.forEach((s) => s.close()) }
+}
+
+it("a producer's Data without the bytes it describes fails the fetch instead of handing out memory never written", async () => {
+  const { asked, fetch, close } = await twoProducers()
+  try {
+    const into = Tensor.full([4], 9, { dtype: "uint8" })
+    const fetched = fetch("a", into).catch((error: unknown) => error)
+    await until(() => asked.has("a"), "the fetch")
+    const a = asked.get("a")!
+    a.connection.send({ _tag: "Data", reqId: a.reqId, tensors: [tensorMeta(into)] } satisfies AgentReply)
+    expect(await fetched).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("without its bytes") })
+  } finally {
+    close()
+  }
+})
+
+it("a producer cannot answer another producer's fetch: its reply is ignored, and the right one lands", async () => {
+  const { asked, fetch, close } = await twoProducers()
+  try {
+    const [intoA, intoB] = [Tensor.zeros([4], { dtype: "uint8" }), Tensor.zeros([4], { dtype: "uint8" })]
+    const fromA = fetch("a", intoA)
+    const fromB = fetch("b", intoB).catch((error: unknown) => error)
+    await until(() => asked.size === 2, "both fetches")
+    const [a, b] = [asked.get("a")!, asked.get("b")!]
+    // b answers a's request, with bytes, then with a failure: neither is taken for a's.
+    b.connection.send({ _tag: "Data", reqId: a.reqId, tensors: [tensorMeta(intoA)] } satisfies AgentReply, [new Uint8Array([6, 6, 6, 6])])
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect([...intoA.typedArray()]).toEqual([0, 0, 0, 0])
+    a.connection.send({ _tag: "Data", reqId: a.reqId, tensors: [tensorMeta(intoA)] } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
+    await fromA
+    expect([...intoA.typedArray()]).toEqual([1, 2, 3, 4])
+    // b broke the protocol: its connection was dropped and its own fetch failed.
+    expect(await fromB).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("b.sock") })
+  } finally {
+    close()
+  }
+})

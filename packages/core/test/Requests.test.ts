@@ -78,6 +78,20 @@ describe("Requests", () => {
     expect(await b).toEqual({ value: "from b" })
   })
 
+  it("takes a reply only from the peer that was asked, where the reply names who sent it", async () => {
+    const requests = new Requests<string, string>()
+    let id = 0
+    const asked = requests.request((i) => (id = i), { peer: "a", context: "of a" })
+    expect(requests.context(id, "b")).toBeUndefined()
+    expect(requests.resolve(id, "from b", "b")).toBe(false)
+    expect(requests.reject(id, new Error("from b"), "b")).toBe(false)
+    expect(requests.answer(id, undefined, "from b", { actor: "b", method: "m" }, "b")).toBe(false)
+    expect(requests.size).toBe(1)
+    expect(requests.context(id, "a")).toBe("of a")
+    expect(requests.resolve(id, "from a", "a")).toBe(true)
+    expect(await asked).toBe("from a")
+  })
+
   it("fails every request when it closes", async () => {
     const requests = new Requests<string>()
     const waiting = [outcome(requests.request(() => undefined, { peer: "a" })), outcome(requests.request(() => undefined))]

@@ -118,12 +118,12 @@ export class Fetches {
     if (connection === undefined) {
       connection = connect(address, {
         peerMaxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
-        onFrame: (frame) => this.onReply(frame),
+        onFrame: (frame) => this.onReply(frame, address),
         bodyDestinations: (header) => {
           const reply = decodeAgentReply(header)
           if (reply._tag !== "Data") throw new ProtocolError({ message: `unexpected body on a ${reply._tag} reply` })
-          const fetch = this.requests.context(reply.reqId)
-          if (fetch === undefined) throw new ProtocolError({ message: `a body for request ${reply.reqId}, which was never made` })
+          const fetch = this.requests.context(reply.reqId, address)
+          if (fetch === undefined) throw new ProtocolError({ message: `a body for request ${reply.reqId}, which was never made of ${address}` })
           const mismatch = metaMismatch(fetch.expected, reply.tensors)
           if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
           // Bytes of a fetch given up on land in scratch memory (of the size asked for) to keep the stream in sync.
@@ -146,11 +146,20 @@ export class Fetches {
     return connection
   }
 
-  private onReply(frame: Frame): void {
+  /** A reply from the producer at `address`; one that breaks the protocol throws, which drops the connection and fails its fetches. */
+  private onReply(frame: Frame, address: string): void {
     const reply = decodeAgentReply(frame.header)
-    if (reply._tag === "Data") this.requests.resolve(reply.reqId, reply)
-    else if (reply._tag === "Failed") this.requests.reject(reply.reqId, fromWireError(reply.error, { actor: "agent", method: "fetch" }))
-    else this.requests.reject(reply.reqId, new ProtocolError({ message: `unexpected ${reply._tag} reply to a fetch` }))
+    if (reply._tag === "Data") {
+      const fetch = this.requests.context(reply.reqId, address)
+      // No body was read into the fetch's memory: only tensors of no bytes, as described, may be done without one.
+      if (fetch !== undefined && !fetch.readingInto && !fetch.abandoned) {
+        const mismatch = metaMismatch(fetch.expected, reply.tensors)
+        if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
+        if (fetch.expected.some((m) => m.nbytes > 0)) throw new ProtocolError({ message: `a producer answered fetch ${reply.reqId} without its bytes` })
+      }
+      this.requests.resolve(reply.reqId, reply, address)
+    } else if (reply._tag === "Failed") this.requests.reject(reply.reqId, fromWireError(reply.error, { actor: "agent", method: "fetch" }), address)
+    else throw new ProtocolError({ message: `unexpected ${reply._tag} reply to a fetch` })
   }
 
   close(): void {

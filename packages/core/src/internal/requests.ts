@@ -2,7 +2,8 @@
  * Requests that wait for their reply: the one table of pending resolve/reject that every channel
  * keeps, in the driver, the actors and the agents alike. It hands out request ids, settles a request
  * by its reply, fails it after its time limit, and fails at once those of a peer that is gone (it
- * died, or its connection closed) or all of them (closing).
+ * died, or its connection closed) or all of them (closing). A reply names who sent it (`from`): a
+ * peer cannot settle a request made of another, whose ids it may guess.
  */
 import type { WireError } from "./messages.js"
 import { limitTimer } from "./arguments.js"
@@ -53,27 +54,30 @@ export class Requests<A, C = never> {
     return this.pending.size
   }
 
-  /** The context of a request still waiting for its reply. */
-  context(id: number): C | undefined {
-    return this.pending.get(id)?.context
+  /** The context of a request still waiting for its reply from `from` (see `peer`). */
+  context(id: number, from?: unknown): C | undefined {
+    return this.waiting(id, from)?.context
   }
 
-  /** Settles a request with its reply; false when none waits for that id (answered, timed out, failed or never made). */
-  resolve(id: number, value: A): boolean {
-    const pending = this.take(id)
+  /**
+   * Settles a request with its reply from `from` (see `peer`; left out where only one peer answers);
+   * false when none waits for that id from it (answered, timed out, failed, never made, or asked of another).
+   */
+  resolve(id: number, value: A, from?: unknown): boolean {
+    const pending = this.take(id, from)
     pending?.resolve(value)
     return pending !== undefined
   }
 
-  reject(id: number, error: unknown): boolean {
-    const pending = this.take(id)
+  reject(id: number, error: unknown, from?: unknown): boolean {
+    const pending = this.take(id, from)
     pending?.reject(error)
     return pending !== undefined
   }
 
-  /** Settles a request by a reply that carries either a failure (`error`, rebuilt as raised by `from`) or its value. */
-  answer(id: number, error: WireError | undefined, value: A, from: { readonly actor: string; readonly method: string }): boolean {
-    return error !== undefined ? this.reject(id, fromWireError(error, from)) : this.resolve(id, value)
+  /** Settles a request by a reply that carries either a failure (`error`, rebuilt as raised by `raiser`) or its value. */
+  answer(id: number, error: WireError | undefined, value: A, raiser: { readonly actor: string; readonly method: string }, from?: unknown): boolean {
+    return error !== undefined ? this.reject(id, fromWireError(error, raiser), from) : this.resolve(id, value, from)
   }
 
   /** Fails every request that `peer` was to answer. */
@@ -85,8 +89,13 @@ export class Requests<A, C = never> {
     for (const id of [...this.pending.keys()]) this.reject(id, error)
   }
 
-  private take(id: number): Pending<A, C> | undefined {
+  private waiting(id: number, from: unknown): Pending<A, C> | undefined {
     const pending = this.pending.get(id)
+    return pending !== undefined && (from === undefined || pending.peer === from) ? pending : undefined
+  }
+
+  private take(id: number, from: unknown): Pending<A, C> | undefined {
+    const pending = this.waiting(id, from)
     if (pending === undefined) return undefined
     this.pending.delete(id)
     clearTimeout(pending.timer)

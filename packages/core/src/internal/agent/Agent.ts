@@ -397,7 +397,7 @@ export class Agent {
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return
       case "AllGathered":
-        this.groups.gathered(request)
+        this.groups.gathered(request, connection)
         return
       case "PeerDied":
         this.pending.peerDied(request.peer)

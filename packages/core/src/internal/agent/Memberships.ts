@@ -85,9 +85,9 @@ export class Memberships {
     if (group !== undefined) await this.transport(group.backend).destroyGroup?.(name)
   }
 
-  /** The driver's answer to a round of a rendezvous. */
-  gathered(message: AllGathered): void {
-    this.gathers.answer(message.reqId, message.error, message.blobs ?? [], { actor: "driver", method: "allGather" })
+  /** The driver's answer to a round of a rendezvous, on the connection that asked for the group. */
+  gathered(message: AllGathered, connection: Connection): void {
+    this.gathers.answer(message.reqId, message.error, message.blobs ?? [], { actor: "driver", method: "allGather" }, connection)
   }
 
   /** A connection closed: the rounds it was to answer fail. */

@@ -327,10 +327,10 @@ export class ActorProcesses {
   private onMessage(record: ActorRecord, message: FromActor): void {
     switch (message._tag) {
       case "Prefetched":
-        this.requests.answer(message.reqId, message.error, message, { actor: record.id, method: "broadcast" })
+        this.requests.answer(message.reqId, message.error, message, { actor: record.id, method: "broadcast" }, record.id)
         return
       case "Inspection":
-        this.requests.resolve(message.reqId, message)
+        this.requests.resolve(message.reqId, message, record.id)
         return
       case "Ready":
       case "InitFailed":

@@ -35,7 +35,7 @@ export class AgentLinks {
             return
           }
           if (reply._tag === "AllGather") this.onAllGather(record, reply, (answer) => opened.send(answer))
-          else this.requests.answer(reply.reqId, reply._tag === "Failed" ? reply.error : undefined, reply, { actor: record.id, method: "agent" })
+          else this.requests.answer(reply.reqId, reply._tag === "Failed" ? reply.error : undefined, reply, { actor: record.id, method: "agent" }, record.id)
         },
         onClose: () => {
           this.connections.delete(record.id)
