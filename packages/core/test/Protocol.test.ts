@@ -5,9 +5,10 @@
  */
 import * as v8 from "node:v8"
 import { describe, expect, it } from "vitest"
-import { ProtocolError } from "../src/Errors.js"
+import { MessageTooLargeError, ProtocolError } from "../src/Errors.js"
 import { MAX_MESSAGE_BYTES } from "../src/Limits.js"
-import { type Frame, FrameReader, encodeFrame, encodePrefix } from "../src/internal/frame.js"
+import { checkActorInfo } from "../src/internal/driver/Objects.js"
+import { type Frame, FrameReader, MAX_VALUE_BYTES, encodeFrame, encodePrefix } from "../src/internal/frame.js"
 import { decodeAgentReply, decodeAgentRequest, decodeFromActor, decodeObjectInfo, decodeToActor } from "../src/internal/messages.js"
 import { validateMeta } from "../src/internal/tensorMeta.js"
 import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
@@ -127,6 +128,12 @@ describe("message decoders", () => {
     ["a Data reply with malformed tensor metas", decodeAgentReply, { _tag: "Data", reqId: 1, tensors: [{ dtype: 1 }] }],
     ["a Failed reply without an error", decodeAgentReply, { _tag: "Failed", reqId: 1 }],
     ["a Result without transfers", decodeFromActor, { _tag: "Result", callId: 1 }],
+    ["a Result whose transfer started at NaN", decodeFromActor, {
+      _tag: "Result", callId: 1, transfers: [{ objectId: "x", transport: "t", from: "a", to: "b", bytes: 4, startedAt: Number.NaN, ms: 1 }],
+    }],
+    ["a Result whose transfer moved Infinity bytes", decodeFromActor, {
+      _tag: "Result", callId: 1, transfers: [{ objectId: "x", transport: "t", from: "a", to: "b", bytes: Infinity, startedAt: 1, ms: 1 }],
+    }],
     ["a Ready without an address", decodeFromActor, { _tag: "Ready", pid: 1 }],
     ["a Put with a broken ObjectInfo", decodeFromActor, { _tag: "Put", reqId: 1, info: { objectId: "x" } }],
     ["a Call whose args are not bytes", decodeToActor, { _tag: "Call", callId: 1, method: "m", returnId: "r", args: "x", argTensors: [], refs: [] }],
@@ -183,5 +190,35 @@ describe("tensor metadata and value skeletons", () => {
     expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:tensor": 1.5 }), hooks)).toThrow(ProtocolError)
     expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:tensor": 5 }), hooks)).toThrow(ProtocolError)
     expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:ref": 5 }), hooks)).toThrow(ProtocolError)
+  })
+})
+
+describe("an object an actor describes", () => {
+  const info = (objectId: string, producer: string, skeletonBytes = 0) => ({
+    objectId,
+    producer,
+    producerAddress: "a",
+    transport: "object-store",
+    skeleton: new Uint8Array(skeletonBytes),
+    tensors: [],
+    refs: [],
+  })
+
+  it("is its own: under its ids for a put, under the call's id for a result, never another's", () => {
+    expect(() => checkActorInfo("W-0", info("W-0.7", "W-0"))).not.toThrow()
+    expect(() => checkActorInfo("W-0", info("driver.3", "W-0"), "driver.3")).not.toThrow()
+    for (const [described, call] of [
+      [info("W-1.7", "W-0"), undefined],
+      [info("W-0.7", "W-1"), undefined],
+      [info("W-00.7", "W-0"), undefined],
+      [info("driver.4", "W-0"), "driver.3"],
+      [info("driver.3", "W-1"), "driver.3"],
+    ] as const) {
+      expect(() => checkActorInfo("W-0", described, call)).toThrow(ProtocolError)
+    }
+  })
+
+  it("fits in the messages that carry it on", () => {
+    expect(() => checkActorInfo("W-0", info("W-0.1", "W-0", MAX_VALUE_BYTES + 1))).toThrow(MessageTooLargeError)
   })
 })

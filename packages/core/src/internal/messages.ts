@@ -50,10 +50,10 @@ export const TransferStat = Schema.Struct({
   transport: Schema.String,
   from: Id,
   to: Id,
-  bytes: Schema.Number,
+  bytes: Schema.Finite,
   /** When the receive started, in ms since the epoch (performance.timeOrigin + performance.now()). */
-  startedAt: Schema.Number,
-  ms: Schema.Number,
+  startedAt: Schema.Finite,
+  ms: Schema.Finite,
 })
 export type TransferStat = typeof TransferStat.Type
 

@@ -435,7 +435,7 @@ const describedBound = (info: ObjectInfo): number => {
  * common case, on every call's path); otherwise it is serialized, its skeleton counted without being
  * copied again.
  */
-const checkDescribed = (info: ObjectInfo): ObjectInfo => {
+export const checkDescribed = (info: ObjectInfo): ObjectInfo => {
   if (info.metadata === undefined && describedBound(info) <= MAX_VALUE_BYTES) return info
   const bytes = v8.serialize({ ...info, skeleton: EMPTY }).byteLength + info.skeleton.byteLength
   if (bytes > MAX_VALUE_BYTES) throw tooLarge(`the value of ${info.objectId} (all but its tensors)`, bytes, MAX_VALUE_BYTES)

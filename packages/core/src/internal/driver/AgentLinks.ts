@@ -27,6 +27,8 @@ export class AgentLinks {
     if (connection === undefined) {
       connection = connect(record.agentAddress, {
         peerMaxHeaderBytes: MAX_AGENT_REQUEST_BYTES,
+        // An agent's replies to the driver never carry a body: a peer cannot make the driver buffer one.
+        maxBodyBytes: 0,
         onFrame: (frame, opened) => {
           let reply: AgentReply
           try {

@@ -19,7 +19,7 @@ import { type ActorProcesses, type ActorRecord, dead } from "./ActorProcesses.js
 import type { AgentLinks } from "./AgentLinks.js"
 import type { DriverContext } from "./DriverContext.js"
 import type { Groups } from "./Groups.js"
-import type { Objects } from "./Objects.js"
+import { type Objects, checkActorInfo } from "./Objects.js"
 
 /** Where an argument moves over a two-sided transport: its group, the producer's rank and the consumer's. */
 interface Route {
@@ -175,6 +175,15 @@ export class Dispatch {
       // Cancelled while it ran: whatever it made is nobody's.
       if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [message.info.objectId] } satisfies ToActor)
     } else if (message.info !== undefined) {
+      try {
+        checkActorInfo(record.id, message.info, call.entry.id)
+      } catch (refused) {
+        // What the actor stored under the id it was given is nobody's.
+        if (message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [call.entry.id] } satisfies ToActor)
+        this.directory.fail(call.entry, refused as Error)
+        this.unpin(call.pinned)
+        return
+      }
       if (travelsWhole(message.info)) record.wholeResults.add(call.method)
       else record.wholeResults.delete(call.method)
       this.directory.ready(call.entry, message.info)

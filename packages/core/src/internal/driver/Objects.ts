@@ -8,6 +8,7 @@ import type { GetOptions, PutOptions } from "../../InActor.js"
 import { ObjectRef } from "../../ObjectRef.js"
 import type { FromActor, ObjectInfo, ToActor } from "../messages.js"
 import type { Entry } from "../objectDirectory.js"
+import { checkDescribed } from "../processRuntime.js"
 import { objectStoreName } from "../transportRegistry.js"
 import { toWireError } from "../wireError.js"
 import type { ActorProcesses, ActorRecord } from "./ActorProcesses.js"
@@ -190,25 +191,37 @@ export class Objects {
   /** An object an actor put: the driver owns it from now on, and the actor's handle counts as a borrow. */
   actorPut(record: ActorRecord, message: Extract<FromActor, { _tag: "Put" }>): void {
     let error: Error | undefined
-    if (message.info.producer !== record.id || this.driver.directory.get(message.info.objectId) !== undefined) {
-      error = new ProtocolError({ message: `${record.id} put an object under an id it does not own: ${message.info.objectId}` })
-    } else {
+    try {
+      checkActorInfo(record.id, message.info)
+      if (this.driver.directory.get(message.info.objectId) !== undefined) {
+        throw new ProtocolError({ message: `${record.id} put an object under an id in use: ${message.info.objectId}` })
+      }
       const entry = this.driver.directory.create(message.info.objectId, record.id, message.info.transport)
       this.driver.directory.acquire(entry.id, record.id)
       this.driver.directory.ready(entry, message.info)
+    } catch (refused) {
+      error = refused as Error
     }
     record.control.send({ _tag: "PutAck", reqId: message.reqId, ...(error ? { error: toWireError(error) } : {}) } satisfies ToActor)
   }
 
   /** An actor's `get`: the object's info once it is ready, or why it will never be. */
   resolveFor(record: ActorRecord, message: Extract<FromActor, { _tag: "Resolve" }>): void {
-    const reply = (info: ObjectInfo | undefined, error: Error | undefined) =>
+    const send = (info: ObjectInfo | undefined, error: Error | undefined) =>
       record.control.send({
         _tag: "Resolved",
         reqId: message.reqId,
         ...(info ? { info } : {}),
         ...(error ? { error: toWireError(error) } : {}),
       } satisfies ToActor)
+    // An info the actor cannot take (over its message limit) is answered with why, never lost.
+    const reply = (info: ObjectInfo | undefined, error: Error | undefined) => {
+      try {
+        send(info, error)
+      } catch (refused) {
+        send(undefined, refused as Error)
+      }
+    }
     const entry = this.driver.directory.get(message.objectId)
     if (entry === undefined) {
       reply(undefined, new ObjectFreedError({ message: `object ${message.objectId} was released`, objectId: message.objectId }))
@@ -246,6 +259,19 @@ export class Objects {
     }
     this.driver.directory.dropBorrower(actorId)
   }
+}
+
+/**
+ * An object an actor describes (its call's result or a put): made there under the actor's own ids
+ * (`${actorId}.n`; a put's is its own, a result's the one its call was given) and within the size of
+ * the messages that carry it on. Else ProtocolError or MessageTooLargeError.
+ */
+export const checkActorInfo = (actorId: string, info: ObjectInfo, objectId?: string): void => {
+  const owned = objectId === undefined ? info.objectId.startsWith(`${actorId}.`) : info.objectId === objectId
+  if (info.producer !== actorId || !owned) {
+    throw new ProtocolError({ message: `${actorId} described an object it does not own: ${info.objectId} of ${info.producer}` })
+  }
+  checkDescribed(info)
 }
 
 /** Waits for every promise, then fails with the first failure: nothing is left running behind an early rejection. */
