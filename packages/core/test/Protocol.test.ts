@@ -5,10 +5,10 @@
  */
 import * as v8 from "node:v8"
 import { describe, expect, it } from "vitest"
-import { MessageTooLargeError, ProtocolError } from "../src/Errors.js"
+import { ProtocolError } from "../src/Errors.js"
 import { MAX_MESSAGE_BYTES } from "../src/Limits.js"
 import { checkActorInfo } from "../src/internal/driver/Objects.js"
-import { type Frame, FrameReader, MAX_VALUE_BYTES, encodeFrame, encodePrefix } from "../src/internal/frame.js"
+import { type Frame, FrameReader, encodeFrame, encodePrefix } from "../src/internal/frame.js"
 import { decodeAgentReply, decodeAgentRequest, decodeFromActor, decodeObjectInfo, decodeToActor } from "../src/internal/messages.js"
 import { validateMeta } from "../src/internal/tensorMeta.js"
 import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
@@ -193,13 +193,13 @@ describe("tensor metadata and value skeletons", () => {
   })
 })
 
-describe("an object an actor describes", () => {
-  const info = (objectId: string, producer: string, skeletonBytes = 0) => ({
+describe("an object an actor describes (its size: test/hostilePeers.test.ts)", () => {
+  const info = (objectId: string, producer: string) => ({
     objectId,
     producer,
     producerAddress: "a",
     transport: "object-store",
-    skeleton: new Uint8Array(skeletonBytes),
+    skeleton: new Uint8Array(0),
     tensors: [],
     refs: [],
   })
@@ -218,7 +218,4 @@ describe("an object an actor describes", () => {
     }
   })
 
-  it("fits in the messages that carry it on", () => {
-    expect(() => checkActorInfo("W-0", info("W-0.1", "W-0", MAX_VALUE_BYTES + 1))).toThrow(MessageTooLargeError)
-  })
 })

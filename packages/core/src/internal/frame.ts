@@ -18,6 +18,8 @@ export const MAX_BODY_BYTES = 2 ** 40
 
 export interface Frame {
   readonly header: unknown
+  /** The header's encoded size. */
+  readonly headerBytes: number
   /** The body, when the receiver did not provide destinations for it. */
   readonly body: Buffer | undefined
 }
@@ -244,10 +246,11 @@ export class FrameReader {
 
   private finishFrame(body: Buffer | undefined): void {
     const header = this.header
+    const headerBytes = this.headerLength
     this.headerLength = -1
     this.bodyLength = -1
     this.header = undefined
     this.destinations = undefined
-    this.onFrame({ header, body })
+    this.onFrame({ header, headerBytes, body })
   }
 }

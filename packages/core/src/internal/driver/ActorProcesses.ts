@@ -13,7 +13,8 @@ import { checkOptions, checkTimeout, describe } from "../arguments.js"
 import { Connection, decoded } from "../connection.js"
 import { type ActorInspection, type FromActor, type ToActor, decodeFromActor } from "../messages.js"
 import type { Entry } from "../objectDirectory.js"
-import { SHUTDOWN_GRACE_MS } from "../processRuntime.js"
+import { MAX_VALUE_BYTES } from "../frame.js"
+import { SHUTDOWN_GRACE_MS, checkDescribed } from "../processRuntime.js"
 import { actorTypeScriptFlags } from "../typeScript.js"
 import { Requests } from "../requests.js"
 import { firstFailure, settledWithin } from "../waits.js"
@@ -271,7 +272,12 @@ export class ActorProcesses {
       const control = new Connection(child.control, {
         // An actor's messages to the driver never carry a body.
         maxBodyBytes: 0,
-        onFrame: decoded(decodeFromActor, (message) => {
+        onFrame: decoded(decodeFromActor, (message, frame) => {
+          // An actor keeps what it describes within MAX_VALUE_BYTES: only a larger frame can hold more,
+          // which the messages that carry it on could not. Throwing drops the actor's connection.
+          if (frame.headerBytes > MAX_VALUE_BYTES && (message._tag === "Put" || message._tag === "Result") && message.info !== undefined) {
+            checkDescribed(message.info)
+          }
           if (!ready) {
             if (message._tag === "Ready") {
               ready = true

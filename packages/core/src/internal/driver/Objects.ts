@@ -8,7 +8,6 @@ import type { GetOptions, PutOptions } from "../../InActor.js"
 import { ObjectRef } from "../../ObjectRef.js"
 import type { FromActor, ObjectInfo, ToActor } from "../messages.js"
 import type { Entry } from "../objectDirectory.js"
-import { checkDescribed } from "../processRuntime.js"
 import { objectStoreName } from "../transportRegistry.js"
 import { toWireError } from "../wireError.js"
 import type { ActorProcesses, ActorRecord } from "./ActorProcesses.js"
@@ -262,16 +261,15 @@ export class Objects {
 }
 
 /**
- * An object an actor describes (its call's result or a put): made there under the actor's own ids
- * (`${actorId}.n`; a put's is its own, a result's the one its call was given) and within the size of
- * the messages that carry it on. Else ProtocolError or MessageTooLargeError.
+ * An object an actor describes (its call's result or a put) is its own: under the actor's own ids
+ * (`${actorId}.n`) for a put, under the id its call was given for a result; else ProtocolError. (Its
+ * size is checked as it arrives: ActorProcesses.)
  */
 export const checkActorInfo = (actorId: string, info: ObjectInfo, objectId?: string): void => {
   const owned = objectId === undefined ? info.objectId.startsWith(`${actorId}.`) : info.objectId === objectId
   if (info.producer !== actorId || !owned) {
     throw new ProtocolError({ message: `${actorId} described an object it does not own: ${info.objectId} of ${info.producer}` })
   }
-  checkDescribed(info)
 }
 
 /** Waits for every promise, then fails with the first failure: nothing is left running behind an early rejection. */
