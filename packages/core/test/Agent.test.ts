@@ -1,8 +1,8 @@
 /**
  * The transfer agent on its own (in this thread): a request for an object whose registration the main
  * thread posted but the agent has not taken in yet is served, because the agent takes in queued
- * commands first; an object never registered fails typed; the rendezvous of its groups fails with
- * the connection it depends on.
+ * commands first; an object never registered fails typed; the rendezvous of its groups, and the sends
+ * that wait for their object, end with the connection that asked for them.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -99,4 +99,30 @@ it("fails a group's rendezvous at once when the connection that asked for the gr
   client.close()
   await until(() => rendezvousFailures.length > failures, "the rendezvous to fail")
   expect(rendezvousFailures.at(-1)).toMatchObject({ _tag: "TransferError" })
+})
+
+it("ends the sends a connection asked for that still wait for their object when that connection closes", async () => {
+  const setup = { id: 3, name: "s", backend: "held-groups", rank: 0, worldSize: 1, members: ["producer"], timeoutMs: 10_000 }
+  client.send({ _tag: "GroupCreate", reqId: 1, setup })
+  const gather = (await nextReply()).reply
+  client.send({ _tag: "AllGathered", reqId: gather.reqId, blobs: [new Uint8Array([0])] })
+  await until(() => {
+    finishCreations()
+    return replies.length > 0
+  }, "the group")
+  expect((await nextReply()).reply).toMatchObject({ _tag: "Done", reqId: 1 })
+  // Another connection asks for sends of objects that are never registered here.
+  const other = await connect(join(dir, "agent.sock"), { onFrame: () => undefined })
+  for (let i = 0; i < 3; i++) {
+    other.send({ _tag: "Send", reqId: 10 + i, objectId: `never.${i}`, transport: "held-groups", group: "s", to: "consumer", toRank: 0, timeoutMs: 10_000, whenRegistered: true })
+  }
+  const pending = async () => ((await agent.command({ op: "inspect" })) as { pendingTransfers: Array<string> }).pendingTransfers
+  const deadline = Date.now() + 5_000
+  while ((await pending()).length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+  expect(await pending()).toHaveLength(3)
+  other.close()
+  while ((await pending()).length > 0 && Date.now() < deadline + 5_000) await new Promise((resolve) => setTimeout(resolve, 5))
+  expect(await pending()).toEqual([])
+  client.send({ _tag: "GroupDestroy", reqId: 20, name: "s", backend: "held-groups" })
+  expect((await nextReply()).reply).toMatchObject({ _tag: "Done", reqId: 20 })
 })
