@@ -70,4 +70,21 @@ describe("PendingTransfers", () => {
     await sleep(10)
     expect(waiting.state.started).toBe(false)
   })
+  it("endWaiting ends the transfers of one owner that wait, not those it started nor another owner's", async () => {
+    const pending = new PendingTransfers()
+    let release!: () => void
+    const after = new Promise<void>((resolve) => (release = resolve))
+    const owned = pending.track("gloo o-5 a -> b", "b", 0, async () => "moved", after, "x").catch((error: unknown) => error)
+    const others = pending.track("gloo o-6 a -> b", "b", 0, async () => "moved", after, "y")
+    let finish!: () => void
+    const running = pending.track("gloo o-7 a -> c", "c", 0, () => new Promise<string>((resolve) => (finish = () => resolve("moved"))), undefined, "x")
+    await sleep(10)
+    pending.endWaiting("x", "its asker is gone")
+    expect(await owned).toMatchObject({ _tag: "TransferError", message: "gloo o-5 a -> b: its asker is gone" })
+    release()
+    finish()
+    expect(await others).toBe("moved")
+    expect(await running).toBe("moved")
+    expect(pending.labels()).toEqual([])
+  })
 })

@@ -9,6 +9,10 @@ interface Pending {
   readonly label: string
   readonly peer: string
   readonly controller: AbortController
+  /** Who asked for it (see `endWaiting`). */
+  readonly owner: unknown
+  /** Whether it started (past its `after`). */
+  started: boolean
 }
 
 /** The label of a transfer of one object between two processes, as both ends list it. */
@@ -26,11 +30,12 @@ export class PendingTransfers {
    * Runs `run` with a signal that aborts after `timeoutMs` (none when not finite or not positive);
    * rejects with the abort's reason as soon as it is aborted, whatever the transport does. With
    * `after`, the transfer is listed (and abortable) at once but starts, and its time limit with it,
-   * only once `after` resolves.
+   * only once `after` resolves; `owner`, who asked for it, may end it until then (`endWaiting`).
    */
-  track<A>(label: string, peer: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<A>, after?: Promise<void>): Promise<A> {
+  track<A>(label: string, peer: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<A>, after?: Promise<void>, owner?: unknown): Promise<A> {
     const id = this.nextId++
     const controller = new AbortController()
+    const entry: Pending = { label, peer, controller, owner, started: false }
     let timer: NodeJS.Timeout | undefined
     const aborted = new Promise<never>((_, reject) => {
       controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true })
@@ -39,12 +44,13 @@ export class PendingTransfers {
     // A transport that throws instead of rejecting must not leak its entry and timer.
     const running = (after ?? Promise.resolve()).then(() => {
       if (controller.signal.aborted) throw controller.signal.reason
+      entry.started = true
       if (Number.isFinite(timeoutMs) && timeoutMs > 0) {
         timer = limitTimer(timeoutMs, () => controller.abort(new TimeoutError({ message: `${label} did not complete within ${timeoutMs} ms`, timeoutMs })))
       }
       return run(controller.signal)
     })
-    this.pending.set(id, { label, peer, controller })
+    this.pending.set(id, entry)
     return Promise.race([running, aborted]).finally(() => {
       clearTimeout(timer)
       this.pending.delete(id)
@@ -59,6 +65,11 @@ export class PendingTransfers {
   /** Ends the transfers labelled `label`: whoever asked for them gave up. */
   cancel(label: string, why: string): void {
     for (const p of this.pending.values()) if (p.label === label) fail(p, `${p.label}: ${why}`)
+  }
+
+  /** Ends the transfers `owner` asked for that have not started: it is gone, and nobody else waits for them. */
+  endWaiting(owner: unknown, why: string): void {
+    for (const p of this.pending.values()) if (p.owner === owner && !p.started) fail(p, `${p.label}: ${why}`)
   }
 
   /** Ends every transfer (the thread is closing). */

@@ -110,8 +110,6 @@ export class Agent {
   /** Where it listens, once started. */
   address = ""
   private readonly accepted = new Set<Connection>()
-  /** The sends each connection asked for that wait for their object's registration: they end with it. */
-  private readonly waitingSends = new Map<Connection, Set<string>>()
   private lifeline: NodeJS.Timeout | undefined
   /** The transports' prepare (actors only), which close waits for. */
   private preparing: Promise<void> = Promise.resolve()
@@ -280,8 +278,8 @@ export class Agent {
       onClose: (_error, connection) => {
         this.accepted.delete(connection)
         this.groups.connectionClosed(connection)
-        for (const label of this.waitingSends.get(connection) ?? []) this.pending.cancel(label, "the connection that asked for it closed")
-        this.waitingSends.delete(connection)
+        // The sends it asked for that still wait for their object would wait for good.
+        this.pending.endWaiting(connection, "the connection that asked for it closed")
       },
       onFrame: decoded(decodeAgentRequest, (request, _frame, connection) => {
         this.serve(request, connection).catch((error) =>
@@ -346,9 +344,6 @@ export class Agent {
         const held = this.heldObject(request.objectId)
         if (held === undefined && !request.whenRegistered) throw notHeld()
         const registered = held === undefined ? this.registration(request.objectId) : undefined
-        const label = this.sendLabel(request)
-        const waiting = registered === undefined ? undefined : this.waitingSends.get(connection) ?? new Set<string>()
-        if (waiting !== undefined) this.waitingSends.set(connection, waiting.add(label))
         try {
           if (!this.groups.has(request.group)) {
             throw new MissingGroupError({ message: `${this.options.processId} is not in group "${request.group}"`, backend: request.transport })
@@ -356,22 +351,20 @@ export class Agent {
           const transport = this.transport(request.transport)
           // Listed (and ended by a cancel or the consumer's death) while it waits for its object.
           await this.pending.track(
-            label,
+            this.sendLabel(request),
             request.to,
             request.timeoutMs,
             async (signal) => {
-              waiting?.delete(label)
               // Registered by now, unless released meanwhile.
               const current = this.held.get(request.objectId)
               if (current === undefined) throw notHeld()
               return transport.send!({ object: current.object, group: request.group, toRank: request.toRank, signal })
             },
             registered?.done,
+            connection,
           )
         } finally {
           registered?.stop()
-          waiting?.delete(label)
-          if (waiting?.size === 0 && this.waitingSends.get(connection) === waiting) this.waitingSends.delete(connection)
         }
         connection.send({ _tag: "Done", reqId: request.reqId } satisfies AgentReply)
         return
