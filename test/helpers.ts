@@ -23,7 +23,7 @@ export const startedMarker = (): { file: string; started: () => Promise<void>; d
   return {
     file,
     started: async () => {
-      await eventually(() => fs.existsSync(file), (found) => found, 10_000)
+      if (!(await eventually(() => fs.existsSync(file), (found) => found, 10_000))) throw new Error(`the busy method did not start within 10 s (no ${file})`)
     },
     done: () => fs.rmSync(dir, { recursive: true, force: true }),
   }

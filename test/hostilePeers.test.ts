@@ -1,5 +1,5 @@
 /**
- * An actor process that writes messages of its own making to the driver (fixtures/hostileActors.mjs):
+ * An actor process that writes messages of its own making to the driver (fixtures/hostileActors.ts):
  * what it describes is checked before the driver keeps or passes it on, and the driver goes on.
  */
 import { type ActorHandle, type Cluster, type ObjectRef, MAX_MESSAGE_BYTES, start } from "@tensorlane/core"

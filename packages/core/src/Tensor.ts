@@ -94,9 +94,9 @@ const checkScalar = (value: unknown, op: string): number | bigint => {
   return value
 }
 
-/** A tensor operand of `op`. */
-const requireTensor = (value: unknown, op: string): Tensor => {
-  if (!isTensor(value)) throw new InvalidArgumentError({ message: `${op} takes a tensor, not ${describeValue(value)}`, argument: "other" })
+/** A tensor operand of `op`, its argument named `argument`. */
+const requireTensor = (value: unknown, op: string, argument = "other"): Tensor => {
+  if (!isTensor(value)) throw new InvalidArgumentError({ message: `${op} takes a tensor, not ${describeValue(value)}`, argument })
   return value
 }
 
@@ -361,8 +361,8 @@ export class Tensor {
   }
 
   static allclose(a: Tensor, b: Tensor, opts?: AllcloseOptions): boolean {
-    requireTensor(a, "allclose")
-    a.checkSameShape(requireTensor(b, "allclose"), "allclose")
+    requireTensor(a, "allclose", "a")
+    a.checkSameShape(requireTensor(b, "allclose", "b"), "allclose")
     return closeElements(a, a.elements(), b, b.elements(), opts?.rtol ?? 1e-5, opts?.atol ?? 1e-8)
   }
 

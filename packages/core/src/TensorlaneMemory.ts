@@ -9,7 +9,7 @@ import type * as Scope from "effect/Scope"
 import type { AllocationFailure, Allocator, FreeFailure, MemoryPool, Storage } from "./Allocator.js"
 import { CurrentAllocator, innermostScope } from "./AllocatorScope.js"
 import { type CpuMemoryPoolOptions, createCpuMemoryPool } from "./CpuMemory.js"
-import type { ShapeError, TaggedError } from "./Errors.js"
+import type { OutOfMemoryError, ShapeError, TaggedError } from "./Errors.js"
 import { attempt } from "./internal/attempt.js"
 
 export { CurrentAllocator }
@@ -38,5 +38,8 @@ export const free = (allocator: Allocator, storage: Storage): Effect.Effect<void
 export const scoped = <P extends MemoryPool, E extends TaggedError>(make: () => P): Effect.Effect<P, E, Scope.Scope> =>
   Effect.acquireRelease(attempt<P, E>(make), (pool) => Effect.sync(() => pool.close()))
 
-/** `createCpuMemoryPool` for the scope; a capacity or alignment it does not take is a ShapeError. */
-export const cpuPool = (options: CpuMemoryPoolOptions): Effect.Effect<MemoryPool, ShapeError, Scope.Scope> => scoped(() => createCpuMemoryPool(options))
+/**
+ * `createCpuMemoryPool` for the scope; a capacity or alignment it does not take is a ShapeError, a
+ * capacity the process cannot have an OutOfMemoryError.
+ */
+export const cpuPool = (options: CpuMemoryPoolOptions): Effect.Effect<MemoryPool, ShapeError | OutOfMemoryError, Scope.Scope> => scoped(() => createCpuMemoryPool(options))

@@ -120,7 +120,7 @@ it("a producer cannot answer another producer's fetch: its reply is ignored, and
     const fromB = fetch("b", intoB).catch((error: unknown) => error)
     await until(() => asked.size === 2, "both fetches")
     const [a, b] = [asked.get("a")!, asked.get("b")!]
-    // b answers a's request, with bytes, then with a failure: neither is taken for a's.
+    // b answers a's request, with bytes: not taken for a's.
     b.connection.send({ _tag: "Data", reqId: a.reqId, tensors: [tensorMeta(intoA)] } satisfies AgentReply, [new Uint8Array([6, 6, 6, 6])])
     await new Promise((resolve) => setTimeout(resolve, 50))
     expect([...intoA.typedArray()]).toEqual([0, 0, 0, 0])

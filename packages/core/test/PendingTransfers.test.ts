@@ -70,6 +70,7 @@ describe("PendingTransfers", () => {
     await sleep(10)
     expect(waiting.state.started).toBe(false)
   })
+
   it("endWaiting ends the transfers of one owner that wait, not those it started nor another owner's", async () => {
     const pending = new PendingTransfers()
     let release!: () => void

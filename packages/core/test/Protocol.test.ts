@@ -211,11 +211,13 @@ describe("an object an actor describes (its size: test/hostilePeers.test.ts)", (
       [info("W-1.7", "W-0"), undefined],
       [info("W-0.7", "W-1"), undefined],
       [info("W-00.7", "W-0"), undefined],
+      [info("W-0.x", "W-0"), undefined],
+      [info("W-0.", "W-0"), undefined],
+      [info("W-0.07", "W-0"), undefined],
       [info("driver.4", "W-0"), "driver.3"],
       [info("driver.3", "W-1"), "driver.3"],
     ] as const) {
       expect(() => checkActorInfo("W-0", described, call)).toThrow(ProtocolError)
     }
   })
-
 })

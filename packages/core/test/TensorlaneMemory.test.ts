@@ -76,7 +76,7 @@ describe("allocation and pools in Effect", () => {
   })
 
   it("closes a scoped pool when its scope closes; a closed pool allocates no more", async () => {
-    expectTypeOf(TensorlaneMemory.cpuPool).returns.toEqualTypeOf<Effect.Effect<MemoryPool, ShapeError, Scope.Scope>>()
+    expectTypeOf(TensorlaneMemory.cpuPool).returns.toEqualTypeOf<Effect.Effect<MemoryPool, ShapeError | OutOfMemoryError, Scope.Scope>>()
     const kept = await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {

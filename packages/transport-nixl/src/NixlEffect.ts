@@ -8,6 +8,7 @@ import {
   type DeviceError,
   type InvalidSettingError,
   type NativeLibraryError,
+  type OutOfMemoryError,
   type ShapeError,
   type StartOptions,
   type Tensor,
@@ -43,7 +44,7 @@ export const registration = (tensor: Tensor): Effect.Effect<void, NixlRegistrati
   Effect.acquireRelease(attempt(() => registerNixlMemory(tensor)), () => Effect.sync(() => deregisterNixlMemory(tensor)))
 
 /** `createNixlMemoryPool` for the scope: closed (deregistered) when the scope closes. */
-export const memoryPool = (options: CpuMemoryPoolOptions): Effect.Effect<NixlMemoryPool, ShapeError | NixlRegistrationFailure, Scope.Scope> =>
+export const memoryPool = (options: CpuMemoryPoolOptions): Effect.Effect<NixlMemoryPool, ShapeError | OutOfMemoryError | NixlRegistrationFailure, Scope.Scope> =>
   TensorlaneMemory.scoped(() => createNixlMemoryPool(options))
 
 /** The NIXL library this process loaded, its agent and registrations. */

@@ -173,7 +173,7 @@ export class Dispatch {
     for (const stat of message.transfers) this.driver.recordTransfer(stat)
     if (call.entry.state !== "pending") {
       // Cancelled while it ran: whatever it made is nobody's.
-      if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [message.info.objectId] } satisfies ToActor)
+      if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [call.entry.id] } satisfies ToActor)
     } else if (message.info !== undefined) {
       try {
         checkActorInfo(record.id, message.info, call.entry.id)

@@ -206,21 +206,13 @@ export class Objects {
 
   /** An actor's `get`: the object's info once it is ready, or why it will never be. */
   resolveFor(record: ActorRecord, message: Extract<FromActor, { _tag: "Resolve" }>): void {
-    const send = (info: ObjectInfo | undefined, error: Error | undefined) =>
+    const reply = (info: ObjectInfo | undefined, error: Error | undefined) =>
       record.control.send({
         _tag: "Resolved",
         reqId: message.reqId,
         ...(info ? { info } : {}),
         ...(error ? { error: toWireError(error) } : {}),
       } satisfies ToActor)
-    // An info the actor cannot take (over its message limit) is answered with why, never lost.
-    const reply = (info: ObjectInfo | undefined, error: Error | undefined) => {
-      try {
-        send(info, error)
-      } catch (refused) {
-        send(undefined, refused as Error)
-      }
-    }
     const entry = this.driver.directory.get(message.objectId)
     if (entry === undefined) {
       reply(undefined, new ObjectFreedError({ message: `object ${message.objectId} was released`, objectId: message.objectId }))
@@ -265,8 +257,11 @@ export class Objects {
  * (`${actorId}.n`) for a put, under the id its call was given for a result; else ProtocolError. (Its
  * size is checked as it arrives: ActorProcesses.)
  */
+/** An object id a process made: `${processId}.n`. */
+const OWN_ID = /\.[1-9][0-9]*$/
+
 export const checkActorInfo = (actorId: string, info: ObjectInfo, objectId?: string): void => {
-  const owned = objectId === undefined ? info.objectId.startsWith(`${actorId}.`) : info.objectId === objectId
+  const owned = objectId === undefined ? OWN_ID.test(info.objectId) && info.objectId.slice(0, info.objectId.lastIndexOf(".")) === actorId : info.objectId === objectId
   if (info.producer !== actorId || !owned) {
     throw new ProtocolError({ message: `${actorId} described an object it does not own: ${info.objectId} of ${info.producer}` })
   }
