@@ -35,7 +35,8 @@ const until = async (condition: () => boolean, what: string): Promise<void> => {
   }
 }
 
-it("a producer's connection that closes fails the fetches from that producer only", async () => {
+/** Two fake producers, "a" and "b", each answering nothing until the test makes it; their fetches' connections and request ids. */
+const twoProducers = async () => {
   const asked = new Map<string, { connection: Connection; reqId: number }>()
   const servers = await Promise.all(
     ["a", "b"].map(async (name) => {
@@ -46,10 +47,14 @@ it("a producer's connection that closes fails the fetches from that producer onl
       return server
     }),
   )
+  const fetch = (producer: string, into: Tensor) =>
+    fetches.fetch(join(dir, `${producer}.sock`), `${producer}.1`, [tensorMeta(into)], [into], new AbortController().signal, undefined)
+  return { asked, fetch, close: () => servers.forEach((s) => s.close()) }
+}
+
+it("a producer's connection that closes fails the fetches from that producer only", async () => {
+  const { asked, fetch, close } = await twoProducers()
   try {
-    const signal = new AbortController().signal
-    const fetch = (producer: string, into: Tensor) =>
-      fetches.fetch(join(dir, `${producer}.sock`), `${producer}.1`, [tensorMeta(into)], [into], signal, undefined)
     const [intoA, intoB] = [Tensor.zeros([4], { dtype: "uint8" }), Tensor.zeros([4], { dtype: "uint8" })]
     const fromA = fetch("a", intoA).catch((error: unknown) => error)
     const fromB = fetch("b", intoB)
@@ -61,7 +66,7 @@ it("a producer's connection that closes fails the fetches from that producer onl
     await fromB
     expect([...intoB.typedArray()]).toEqual([1, 2, 3, 4])
   } finally {
-    for (const server of servers) server.close()
+    close()
   }
 })
 
@@ -80,23 +85,6 @@ it("a fetch once closed fails at once with TransferError, and connects to nothin
     server.close()
   }
 })
-
-/** Two fake producers, "a" and "b", each answering nothing until the test makes it; their fetches' connections and request ids. */
-const twoProducers = async () => {
-  const asked = new Map<string, { connection: Connection; reqId: number }>()
-  const servers = await Promise.all(
-    ["a", "b"].map(async (name) => {
-      const server = net.createServer((socket) => {
-        new Connection(socket, { onFrame: (frame, connection) => asked.set(name, { connection, reqId: (frame.header as AgentRequest).reqId }) })
-      })
-      await new Promise<void>((resolve) => server.listen(join(dir, `${name}.sock`), resolve))
-      return server
-    }),
-  )
-  const fetch = (producer: string, into: Tensor) =>
-    fetches.fetch(join(dir, `${producer}.sock`), `${producer}.1`, [tensorMeta(into)], [into], new AbortController().signal, undefined)
-  return { asked, fetch, close: () => servers.forEach((s) => s.close()) }
-}
 
 it("a producer's Data without the bytes it describes fails the fetch instead of handing out memory never written", async () => {
   const { asked, fetch, close } = await twoProducers()
