@@ -49,6 +49,14 @@ const checkOwner = (allocator: Allocator, storage: Storage): HostStorage => {
   return storage
 }
 
+/** The process could not have `requested` bytes of host memory (what: what they were for). */
+const hostMemoryRefused = (what: string, requested: number, cause: unknown): OutOfMemoryError =>
+  new OutOfMemoryError({
+    message: `cannot allocate ${what}: ${cause instanceof Error ? cause.message : String(cause)}`,
+    requested,
+    capacity: totalmem(),
+  })
+
 /** The default allocator: one SharedArrayBuffer per storage; large ones recycled after garbage collection. */
 export const cpuAllocator: Allocator = {
   name: "cpu",
@@ -59,11 +67,7 @@ export const cpuAllocator: Allocator = {
     try {
       buffer = hostMemory.take(n)
     } catch (e) {
-      throw new OutOfMemoryError({
-        message: `cannot allocate ${n} bytes of host memory: ${e instanceof Error ? e.message : String(e)}`,
-        requested: n,
-        capacity: totalmem(),
-      })
+      throw hostMemoryRefused(`${n} bytes of host memory`, n, e)
     }
     return new HostStorage(cpuAllocator, new Uint8Array(buffer), false)
   },
@@ -115,11 +119,7 @@ class CpuMemoryPool implements MemoryPool {
     try {
       this.buffer = new SharedArrayBuffer(this.capacity)
     } catch (e) {
-      throw new OutOfMemoryError({
-        message: `cannot allocate memory pool "${this.name}" of ${this.capacity} bytes: ${e instanceof Error ? e.message : String(e)}`,
-        requested: this.capacity,
-        capacity: totalmem(),
-      })
+      throw hostMemoryRefused(`memory pool "${this.name}" of ${this.capacity} bytes`, this.capacity, e)
     }
     this.blocks = new BlockAllocator(this.capacity, { alignment: this.alignment })
   }

@@ -30,6 +30,12 @@ interface Fetch {
   settle: { readonly resolve: () => void; readonly reject: (error: unknown) => void } | undefined
 }
 
+/** A producer's reply names the tensors its object describes, or it breaks the protocol. */
+const checkSentAsDescribed = (fetch: Fetch, sent: ReadonlyArray<TensorMeta>): void => {
+  const mismatch = metaMismatch(fetch.expected, sent)
+  if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
+}
+
 const settleFetch = (fetch: Fetch, error?: unknown): void => {
   const settle = fetch.settle
   fetch.settle = undefined
@@ -124,8 +130,7 @@ export class Fetches {
           if (reply._tag !== "Data") throw new ProtocolError({ message: `unexpected body on a ${reply._tag} reply` })
           const fetch = this.requests.context(reply.reqId, address)
           if (fetch === undefined) throw new ProtocolError({ message: `a body for request ${reply.reqId}, which was never made of ${address}` })
-          const mismatch = metaMismatch(fetch.expected, reply.tensors)
-          if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
+          checkSentAsDescribed(fetch, reply.tensors)
           // Bytes of a fetch given up on land in scratch memory (of the size asked for) to keep the stream in sync.
           if (fetch.abandoned) return fetch.expected.map((m) => new Uint8Array(m.nbytes))
           fetch.readingInto = true
@@ -153,8 +158,7 @@ export class Fetches {
       const fetch = this.requests.context(reply.reqId, address)
       // No body was read into the fetch's memory: only tensors of no bytes, as described, may be done without one.
       if (fetch !== undefined && !fetch.readingInto && !fetch.abandoned) {
-        const mismatch = metaMismatch(fetch.expected, reply.tensors)
-        if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
+        checkSentAsDescribed(fetch, reply.tensors)
         if (fetch.expected.some((m) => m.nbytes > 0)) throw new ProtocolError({ message: `a producer answered fetch ${reply.reqId} without its bytes` })
       }
       this.requests.resolve(reply.reqId, reply, address)

@@ -171,19 +171,17 @@ export class Dispatch {
     if (call === undefined) return
     record.inFlight.delete(message.callId)
     for (const stat of message.transfers) this.driver.recordTransfer(stat)
-    if (call.entry.state !== "pending") {
-      // Cancelled while it ran: whatever it made is nobody's.
-      if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [call.entry.id] } satisfies ToActor)
-    } else if (message.info !== undefined) {
+    if (call.entry.state === "pending" && message.info !== undefined) {
       try {
         checkActorInfo(record.id, message.info, call.entry.id)
       } catch (refused) {
-        // What the actor stored under the id it was given is nobody's.
-        if (message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [call.entry.id] } satisfies ToActor)
         this.directory.fail(call.entry, refused as Error)
-        this.unpin(call.pinned)
-        return
       }
+    }
+    if (call.entry.state !== "pending") {
+      // Cancelled while it ran, or refused: whatever it made is nobody's.
+      if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [call.entry.id] } satisfies ToActor)
+    } else if (message.info !== undefined) {
       if (travelsWhole(message.info)) record.wholeResults.add(call.method)
       else record.wholeResults.delete(call.method)
       this.directory.ready(call.entry, message.info)

@@ -252,16 +252,19 @@ export class Objects {
   }
 }
 
+/** The number in an object id a process made, `${processId}.n`. */
+const OBJECT_NUMBER = /^[1-9][0-9]*$/
+
 /**
  * An object an actor describes (its call's result or a put) is its own: under the actor's own ids
  * (`${actorId}.n`) for a put, under the id its call was given for a result; else ProtocolError. (Its
  * size is checked as it arrives: ActorProcesses.)
  */
-/** An object id a process made: `${processId}.n`. */
-const OWN_ID = /\.[1-9][0-9]*$/
-
 export const checkActorInfo = (actorId: string, info: ObjectInfo, objectId?: string): void => {
-  const owned = objectId === undefined ? OWN_ID.test(info.objectId) && info.objectId.slice(0, info.objectId.lastIndexOf(".")) === actorId : info.objectId === objectId
+  const owned =
+    objectId === undefined
+      ? info.objectId.startsWith(`${actorId}.`) && OBJECT_NUMBER.test(info.objectId.slice(actorId.length + 1))
+      : info.objectId === objectId
   if (info.producer !== actorId || !owned) {
     throw new ProtocolError({ message: `${actorId} described an object it does not own: ${info.objectId} of ${info.producer}` })
   }
