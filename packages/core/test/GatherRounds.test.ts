@@ -5,19 +5,22 @@
  * others in the next.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
-import { TimeoutError } from "../src/Errors.js"
-import { type GatherReply, GatherRounds } from "../src/internal/gatherRounds.js"
+import { MessageTooLargeError, TimeoutError, TransferError } from "../src/Errors.js"
+import { MAX_MESSAGE_BYTES } from "../src/Limits.js"
+import { type GatherReply, GatherRounds, MAX_BYTES_WAITING, MAX_ROUNDS_WAITING } from "../src/internal/gatherRounds.js"
 
 const blob = (text: string): Uint8Array => new TextEncoder().encode(text)
+/** A blob of `bytes` bytes as the rounds see it (they read its length only), without allocating them. */
+const sized = (bytes: number): Uint8Array => ({ byteLength: bytes }) as Uint8Array
 const text = (reply: GatherReply | undefined): Array<string> | Error | undefined =>
   reply?.error ?? reply?.blobs?.map((b) => new TextDecoder().decode(b))
 
 /** Rounds of a group of `worldSize` members; `contribute` records the replies each call gets. */
 const group = (worldSize: number, name = "g") => {
   const rounds = new GatherRounds(name, worldSize)
-  const contribute = (rank: number, data: string, timeoutMs = 10_000) => {
+  const contribute = (rank: number, data: string | Uint8Array, timeoutMs = 10_000) => {
     const call = { got: [] as Array<GatherReply> }
-    rounds.contribute(rank, blob(data), timeoutMs, (reply) => call.got.push(reply))
+    rounds.contribute(rank, typeof data === "string" ? blob(data) : data, timeoutMs, (reply) => call.got.push(reply))
     return call
   }
   return { rounds, contribute }
@@ -147,5 +150,61 @@ describe("GatherRounds", () => {
     rounds.breakAll(new Error("gone"))
     expect(early.got).toHaveLength(1)
     expect(early.got[0].error).toBeInstanceOf(TimeoutError)
+  })
+
+  it("a round whose blobs are more than a message carries fails at once on every member, and the next round works", () => {
+    const { rounds, contribute } = group(3)
+    const first = contribute(0, sized(MAX_MESSAGE_BYTES / 2))
+    expect(first.got).toEqual([])
+    const second = contribute(1, sized(MAX_MESSAGE_BYTES / 2 + 1))
+    for (const call of [first, second]) {
+      expect(call.got).toHaveLength(1)
+      expect(call.got[0].error).toBeInstanceOf(MessageTooLargeError)
+      expect(call.got[0].error).toMatchObject({ bytes: MAX_MESSAGE_BYTES + 1, limit: MAX_MESSAGE_BYTES })
+    }
+    expect(rounds["bytesWaiting"]).toBe(0)
+    const late = contribute(2, "c")
+    expect(late.got[0].error).toBe(first.got[0].error)
+    const next = [contribute(0, "a"), contribute(1, "b"), contribute(2, "c")]
+    for (const call of next) expect(text(call.got[0])).toEqual(["a", "b", "c"])
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it("a member that runs MAX_ROUNDS_WAITING rounds ahead breaks the group's all-gather, naming the ranks behind", () => {
+    const { rounds, contribute } = group(3, "trainers")
+    const ahead = Array.from({ length: MAX_ROUNDS_WAITING }, (_, i) => contribute(0, `r${i}`))
+    expect(ahead.every((call) => call.got.length === 0)).toBe(true)
+    const over = contribute(0, "one more")
+    const error = over.got[0].error
+    expect(error).toBeInstanceOf(TransferError)
+    expect(error?.message).toBe(
+      `allGather of group "trainers" broke: ${MAX_ROUNDS_WAITING} rounds waited for ranks 1, 2 (at most ${MAX_ROUNDS_WAITING} rounds and ` +
+        `${MAX_BYTES_WAITING} bytes may wait); await a member's allGather calls before it starts many more, then destroy the group and create it again`,
+    )
+    for (const call of ahead) expect(call.got).toEqual([{ error }])
+    expect(contribute(1, "late").got).toEqual([{ error }])
+    expect(vi.getTimerCount()).toBe(0)
+    expect(rounds["rounds"].size).toBe(0)
+  })
+
+  it("blobs of rounds waiting over MAX_BYTES_WAITING break the group's all-gather; a blob that completes its round never does", () => {
+    // Blobs that two by two fit a message, as many as fill MAX_BYTES_WAITING.
+    const half = MAX_MESSAGE_BYTES / 2
+    const fill = MAX_BYTES_WAITING / half
+    const { rounds, contribute } = group(2)
+    const ahead = Array.from({ length: fill }, () => contribute(0, sized(half)))
+    expect(rounds["bytesWaiting"]).toBe(MAX_BYTES_WAITING)
+    // The round it completes lets its bytes go.
+    const completing = contribute(1, sized(half))
+    expect(completing.got[0].blobs).toHaveLength(2)
+    expect(rounds["bytesWaiting"]).toBe(MAX_BYTES_WAITING - half)
+    const more = contribute(0, sized(half))
+    expect(more.got).toEqual([])
+    const over = contribute(0, sized(1))
+    const error = over.got[0].error
+    expect(error).toBeInstanceOf(TransferError)
+    expect(error?.message).toMatch(/the blobs of its waiting rounds would hold \d+ bytes for ranks 1 \(/)
+    for (const call of [...ahead.slice(1), more]) expect(call.got).toEqual([{ error }])
+    expect(rounds["bytesWaiting"]).toBe(0)
   })
 })
