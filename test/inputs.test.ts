@@ -153,6 +153,22 @@ describe("bad inputs get typed errors that say what was wrong", () => {
       })
     }
     expect(defineActor(import.meta.url, "Unbounded", { init: () => ({}), methods, maxConcurrency: Infinity }).spec.maxConcurrency).toBe(Infinity)
+    const init = () => ({})
+    const wrongDefinitions: Array<[unknown, unknown, unknown, string]> = [
+      [undefined, "Bad", { init, methods }, "moduleUrl"],
+      ["", "Bad", { init, methods }, "moduleUrl"],
+      [import.meta.url, undefined, { init, methods }, "name"],
+      [import.meta.url, "", { init, methods }, "name"],
+      [import.meta.url, "not an export", { init, methods }, "name"],
+      [import.meta.url, "A".repeat(129), { init, methods }, "name"],
+      [import.meta.url, "Bad", undefined, "spec"],
+      [import.meta.url, "Bad", { methods }, "spec.init"],
+      [import.meta.url, "Bad", { init }, "spec.methods"],
+    ]
+    for (const [url, name, spec, argument] of wrongDefinitions) {
+      expect(thrown(() => defineActor(url as never, name as never, spec as never))).toMatchObject({ _tag: "InvalidArgumentError", argument })
+    }
+    expect(defineActor(import.meta.url, `Ünïcode_$${"A".repeat(119)}`, { init, methods }).name).toHaveLength(128)
     expect(thrown(() => method(null as never, () => 1))).toMatchObject({ _tag: "InvalidArgumentError", argument: "method options" })
     expect(method(undefined as never, () => 1).options).toEqual({})
     expect(thrown(() => method({}, 5 as never))).toMatchObject({ _tag: "InvalidArgumentError", argument: "fn" })

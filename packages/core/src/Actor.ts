@@ -53,6 +53,23 @@ export interface ActorDefinition<S = any, M = any> {
   readonly spec: ActorSpec<S, M>
 }
 
+/** An export's name as actor ids carry it (`<name>-<n>`): an identifier, at most this long. */
+const MAX_ACTOR_NAME_LENGTH = 128
+
+const checkDefinition = (moduleUrl: unknown, name: unknown, spec: unknown): void => {
+  const refuse = (message: string, argument: string): never => {
+    throw new InvalidArgumentError({ message, argument })
+  }
+  if (typeof moduleUrl !== "string" || moduleUrl === "") refuse(`defineActor takes the module's import.meta.url first, not ${describe(moduleUrl)}`, "moduleUrl")
+  if (typeof name !== "string" || !/^[\p{L}\p{Nl}$_][\p{L}\p{Nl}\p{Mn}\p{Mc}\p{Nd}\p{Pc}$\u200c\u200d]*$/u.test(name) || name.length > MAX_ACTOR_NAME_LENGTH) {
+    refuse(`defineActor's name is the name its definition is exported under (an identifier of at most ${MAX_ACTOR_NAME_LENGTH} characters), not ${describe(name)}`, "name")
+  }
+  const fields = spec as Partial<Record<keyof ActorSpec<unknown, unknown>, unknown>> | null
+  if (typeof fields !== "object" || fields === null) refuse(`defineActor takes a spec { init, methods }, not ${describe(spec)}`, "spec")
+  if (typeof fields!.init !== "function") refuse(`spec.init of actor ${name as string} must be a function, not ${describe(fields!.init)}`, "spec.init")
+  if (typeof fields!.methods !== "object" || fields!.methods === null) refuse(`spec.methods of actor ${name as string} must be an object of methods, not ${describe(fields!.methods)}`, "spec.methods")
+}
+
 /**
  * Defines an actor. `moduleUrl` is the defining module's `import.meta.url` and `name` the name it is
  * exported under, so that every actor process finds the same definition.
@@ -62,6 +79,7 @@ export const defineActor = <S, M extends Record<string, MethodFn<S> | MarkedMeth
   name: string,
   spec: ActorSpec<S, M>,
 ): ActorDefinition<S, M> => {
+  checkDefinition(moduleUrl, name, spec)
   const concurrency = spec.maxConcurrency
   if (concurrency !== undefined && !(concurrency === Infinity || (Number.isInteger(concurrency) && concurrency >= 1))) {
     throw new InvalidArgumentError({ message: `maxConcurrency of actor ${name} must be an integer >= 1 or Infinity, not ${describe(concurrency)}`, argument: "spec.maxConcurrency" })
