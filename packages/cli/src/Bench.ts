@@ -273,6 +273,13 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       ...(options.across !== undefined ? { cluster: options.across.cluster, ...(options.across.driver !== undefined ? { driver: options.across.driver } : {}) } : {}),
     })
     try {
+      for (const transport of transports) {
+        try {
+          cluster.runtime.transport(transport)
+        } catch (error) {
+          throw new BenchTransportError({ message: `--transports ${transport}: ${(error as Error).message}`, transport })
+        }
+      }
       const [producer] = await cluster.spawn(Producer, { env: options.actorEnv.producer, ...(across ? { host: across.producer } : {}) })
       const [consumer] = await cluster.spawn(Consumer, { env: options.actorEnv.consumer, ...(across ? { host: across.consumer } : {}) })
       const tcpMs = async (bytes: number): Promise<number> => {

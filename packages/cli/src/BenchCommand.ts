@@ -1,5 +1,6 @@
 /** `tensorlane bench`: its usage, its command line, and the run that prints the table and writes the JSON and the chart. */
 import * as fs from "node:fs"
+import * as nodePath from "node:path"
 import { count, list, parseCommandLine, usageError } from "./Args.js"
 import { type BenchOptions, LOOPS, type Loop, runBench } from "./Bench.js"
 import { formatTable } from "./BenchReport.js"
@@ -83,8 +84,14 @@ export const parseBenchArgs = (args: ReadonlyArray<string>, usage: string): Benc
   if ((hosts === undefined) !== (values.cluster === undefined)) throw usageError("--hosts and --cluster go together", usage)
   if (hosts !== undefined && hosts.length !== 2) throw new UsageError({ message: `--hosts ${values.hosts}: two hosts are needed, producer,consumer` })
   if (values.driver !== undefined && hosts === undefined) throw usageError("--driver goes with --hosts and --cluster", usage)
+  const transports = list(values.transports)
+  if (transports !== undefined) {
+    if (transports.length === 0) throw new UsageError({ message: `--transports ${values.transports}: one or more transport names are needed, like object-store,gloo` })
+    const twice = transports.find((name, i) => transports.indexOf(name) !== i)
+    if (twice !== undefined) throw new UsageError({ message: `--transports ${values.transports}: ${twice} is named twice` })
+  }
   const options: BenchOptions = {
-    transports: list(values.transports),
+    transports,
     modules: list(values.modules) ?? [],
     sizes: parseSizes(values.sizes),
     loops: loopsOf(values.loops),
@@ -102,6 +109,17 @@ export const parseBenchArgs = (args: ReadonlyArray<string>, usage: string): Benc
 
 /** Runs the benchmark with a progress bar on stderr, prints its table and writes the files asked for. */
 export const bench = async (command: BenchCommand): Promise<void> => {
+  // A file that cannot be written fails now, not after a run of many minutes.
+  for (const [option, path] of [["json", command.json], ["svg", command.svg]] as const) {
+    if (path === undefined) continue
+    try {
+      if (!fs.existsSync(path)) fs.accessSync(nodePath.dirname(nodePath.resolve(path)), fs.constants.W_OK)
+      else if (fs.statSync(path).isDirectory()) throw new Error("it is a folder")
+      else fs.accessSync(path, fs.constants.W_OK)
+    } catch (error) {
+      throw new UsageError({ message: `--${option} ${path}: cannot write it (${(error as Error).message})` })
+    }
+  }
   const bar = progressBar()
   let result
   try {

@@ -1,4 +1,5 @@
 /** `tensorlane cluster init`: its usage, its command line and its run. */
+import { isIP } from "node:net"
 import { count, list, parseCommandLine, usageError } from "./Args.js"
 import type { ClusterInitOptions } from "./ClusterInit.js"
 import { UsageError } from "./Errors.js"
@@ -20,7 +21,11 @@ const hostSpec = (item: string, fallbackInterface: string) => {
 /** `host[:port]`, a bracketed IPv6 address for a host with a port. */
 const endpoint = (text: string, fallbackPort: number) => {
   const match = /^(?:\[([^\]]+)\]|([^:]+))(?::(\d+))?$/.exec(text)
-  if (match === null) return { host: text, port: fallbackPort }
+  if (match === null) {
+    // A bare IPv6 address has colons of its own, so no port.
+    if (isIP(text) === 6) return { host: text, port: fallbackPort }
+    throw new UsageError({ message: `--postgres ${text}: host[:port] is needed, like 10.0.0.10:5432 or [fd00::10]:5432` })
+  }
   return { host: match[1] ?? match[2]!, port: match[3] === undefined ? fallbackPort : count("postgres", match[3], 1) }
 }
 

@@ -235,7 +235,7 @@ export const installWheel = async (wheel: RuntimeWheel, options: InstallOptions)
 
 /** The wheels a target installs, from its package as Node resolves it from here; PackageMissingError when it does not. */
 export const targetWheels = async (target: string): Promise<ReadonlyArray<RuntimeWheel>> => {
-  const packageName = INSTALL_TARGETS[target]
+  const packageName = Object.hasOwn(INSTALL_TARGETS, target) ? INSTALL_TARGETS[target] : undefined
   if (packageName === undefined) throw new UsageError({ message: `tensorlane install ${target}: the targets are ${Object.keys(INSTALL_TARGETS).join(", ")}` })
   let module: { readonly runtimeWheels?: ReadonlyArray<RuntimeWheel> }
   try {

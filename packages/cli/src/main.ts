@@ -2,8 +2,8 @@
 /**
  * The tensorlane command: `doctor`, `bench`, `build`, `install`, `cluster init` and `node` (USAGE
  * says what each does; each command's module reads its arguments and runs it). Errors of the
- * command line and of a build print `<_tag>: <message>` and exit with 2; those of an install, a
- * cluster config or a certificate print the same and exit with 1.
+ * command line and of a build print `<_tag>: <message>` and exit with 2; other typed errors print
+ * the same and exit with 1, and an unexpected error its stack.
  */
 import { CertificateError, ClusterConfigError } from "@tensorlane/core"
 import { usageError } from "./Args.js"
@@ -46,8 +46,9 @@ main(process.argv.slice(2)).then(
       console.error(`${(error as { _tag: string })._tag}: ${(error as Error).message}`)
       process.exit(1)
     }
-    const tag = typeof error === "object" && error !== null && "_tag" in error ? `${String((error as { _tag: unknown })._tag)}: ` : ""
-    console.error(`${tag}${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+    // A typed error says what went wrong in its message; only an unexpected one needs its stack.
+    if (typeof error === "object" && error !== null && "_tag" in error && error instanceof Error) console.error(`${String(error._tag)}: ${error.message}`)
+    else console.error(error instanceof Error ? (error.stack ?? error.message) : String(error))
     process.exit(1)
   },
 )

@@ -143,6 +143,10 @@ describe("cluster init", () => {
       { ...options(fresh), drivers: ["h1"] },
       { ...options(fresh), drivers: ["head"], postgres: { ...options(fresh).postgres, host: "head" } },
       { ...options(fresh), hosts: [{ name: "h1", address: "::ffff:0.0.0.0", interface: "eth0" }] },
+      { ...options(fresh), hosts: [{ name: "h1", address: "fe80::1%lo", interface: "eth0" }] },
+      { ...options(fresh), postgres: { ...options(fresh).postgres, host: "db..lab" } },
+      { ...options(fresh), postgres: { ...options(fresh).postgres, host: "10.0.0.1:abc" } },
+      { ...options(fresh), postgres: { ...options(fresh).postgres, host: "fe80::1%lo" } },
       { ...options(fresh), port: 70000 },
       { ...options(fresh), port: 65535 },
       { ...options(fresh), days: 0 },
@@ -200,6 +204,13 @@ describe("loadClusterConfig", () => {
     expectError(variant((_, c) => (c.extra = 1)), "ClusterConfigError", /invalid/)
     expectError(variant((_, c) => (c.drivers[0].name = "h2")), "ClusterConfigError", /h2 more than once/)
     expectError(variant((_, c) => (c.hosts[1].address = "127.0.0.1")), "ClusterConfigError", /more than one host/)
+  })
+
+  it("refuses a zoned address (fe80::1%lo) for a host, and a Postgres server that is neither a host name nor an address", () => {
+    expectError(variant((_, c) => (c.hosts[0].address = "fe80::1%lo")), "ClusterConfigError", /without a zone/)
+    for (const host of ["db..lab", "-db", "db_lab", "10.0.0.1:5432", "fe80::1%lo", "a".repeat(64)]) {
+      expectError(variant((_, c) => (c.postgres.host = host)), "ClusterConfigError", /a host name .* or an IP address without a zone/)
+    }
   })
 
   it("refuses a wildcard address in any spelling, IPv4-mapped included", () => {

@@ -66,6 +66,9 @@ describe("cluster init", () => {
     expect(postgres("[fd00::5]:6432")).toMatchObject({ host: "fd00::5", port: 6432 })
     expect(postgres("fd00::5")).toMatchObject({ host: "fd00::5", port: 5432 })
     expect(refusal(() => postgres("db.lab:0"))).toBe("--postgres 0: a whole number >= 1 is needed")
+    for (const text of ["10.0.0.1:abc", "db.lab:", "[fd00::5"]) {
+      expect(refusal(() => postgres(text))).toBe(`--postgres ${text}: host[:port] is needed, like 10.0.0.10:5432 or [fd00::10]:5432`)
+    }
   })
   it("refuses another subcommand, a missing --hosts or --out, a malformed host and counts below 1", () => {
     expect(refusal(() => parseClusterArgs(["create"], USAGE))).toBe(`unknown cluster command "create"\n${USAGE}`)
@@ -103,5 +106,11 @@ describe("bench", () => {
     expect(refusal(() => parseBenchArgs(["--cluster", "c.json"], USAGE))).toBe(`--hosts and --cluster go together\n${USAGE}`)
     expect(refusal(() => parseBenchArgs(["--hosts", "a,b,c", "--cluster", "c.json"], USAGE))).toBe("--hosts a,b,c: two hosts are needed, producer,consumer")
     expect(refusal(() => parseBenchArgs(["--driver", "d2"], USAGE))).toBe(`--driver goes with --hosts and --cluster\n${USAGE}`)
+  })
+  it("refuses an empty --transports and a transport named twice", () => {
+    for (const text of ["", ",", " , "]) {
+      expect(refusal(() => parseBenchArgs(["--transports", text], USAGE))).toBe(`--transports ${text}: one or more transport names are needed, like object-store,gloo`)
+    }
+    expect(refusal(() => parseBenchArgs(["--transports", "gloo,nixl, gloo"], USAGE))).toBe("--transports gloo,nixl, gloo: gloo is named twice")
   })
 })

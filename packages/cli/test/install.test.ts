@@ -306,6 +306,12 @@ describe("the command", () => {
     const unknown = await tensorlane(["install", "cuda"])
     expect(unknown.code).toBe(2)
     expect(unknown.stderr).toMatch(/^UsageError: tensorlane install cuda: the targets are nixl, nccl, nvshmem/)
+    // Names an object has from its prototype are no targets either.
+    for (const target of ["constructor", "__proto__", "toString"]) {
+      const inherited = await tensorlane(["install", target])
+      expect(inherited.code, target).toBe(2)
+      expect(inherited.stderr).toMatch(new RegExp(`^UsageError: tensorlane install ${target}: the targets are`))
+    }
     const [nixl] = await targetWheels("nixl")
     fs.writeFileSync(join(from, wheelFileName(nixl!)), "not a wheel")
     const wrong = await tensorlane(["install", "nixl", "--into", root, "--from", from])

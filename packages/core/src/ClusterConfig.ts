@@ -62,13 +62,18 @@ const ListenAddress = Schema.String.check(
   Schema.makeFilter(
     (address: string) => {
       const parsed = addressBytes(address)
-      return parsed !== undefined && !isWildcard(parsed.bytes)
+      return parsed !== undefined && parsed.zone === "" && !isWildcard(parsed.bytes)
     },
-    { expected: "an IPv4 or IPv6 address other than 0.0.0.0 and :: (in any spelling, IPv4-mapped included)" },
+    { expected: "an IPv4 or IPv6 address other than 0.0.0.0 and :: (in any spelling, IPv4-mapped included), without a zone (%)" },
   ),
 )
 const InterfaceName = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_.:@-]{1,15}$/, { expected: "a network interface name (at most 15 characters)" }))
-const DnsNameOrAddress = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9.:-]{1,253}$/, { expected: "a host name or an IP address" }))
+const DNS_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/
+const DnsNameOrAddress = Schema.String.check(
+  Schema.makeFilter((text: string) => DNS_NAME.test(text) || (isIP(text) !== 0 && !text.includes("%")), {
+    expected: "a host name (dot-separated labels of letters, digits and inner dashes) or an IP address without a zone",
+  }),
+)
 
 /** A host of the cluster's config file. */
 export const ClusterHostEntry = Schema.Struct({
