@@ -11,10 +11,12 @@ let cluster: Cluster
 let hostile: ActorHandle<typeof Hostile>
 let victim: ActorHandle<typeof Hostile>
 let oversized: ActorHandle<typeof Hostile>
+let hollow: ActorHandle<typeof Hostile>
+let miscounting: ActorHandle<typeof Hostile>
 
 beforeAll(async () => {
   cluster = await start()
-  ;[hostile, victim, oversized] = await cluster.spawn(Hostile, { count: 3 })
+  ;[hostile, victim, oversized, hollow, miscounting] = await cluster.spawn(Hostile, { count: 5 })
 }, 60_000)
 afterAll(() => cluster?.shutdown())
 
@@ -57,5 +59,27 @@ it("an actor that describes an object past what messages carry is dropped, and t
   expect(Object.keys((await cluster.inspect()).processes)).not.toContain(oversized.actorId)
   expect(await take(victim.putMany(2))).toBe(2)
   expect(await take(hostile.putMany(2))).toBe(2)
+  await expectClean(cluster)
+})
+
+it("an actor whose call's result holds neither a value nor an error is dropped, and the arguments the call pinned are let go", async () => {
+  const argument = await cluster.put("pinned while the call runs")
+  // Call ids are the driver's, from 1: these name the call in flight among the others.
+  const results = Array.from({ length: 1000 }, (_, i) => ({ _tag: "Result", callId: i + 1, transfers: [] }))
+  await expect(take(hollow.send(results, argument))).rejects.toMatchObject({ _tag: "ActorDiedError", actor: hollow.actorId })
+  argument.release()
+  expect(await take(victim.putMany(2))).toBe(2)
+  await expectClean(cluster)
+})
+
+it("an actor that counts a tensor's bytes or dims as NaN, negative or fractional is dropped", async () => {
+  const tensor = { dtype: "float32", shape: [1], device: "cpu", nbytes: 4 }
+  const wrong = [{ nbytes: Number.NaN }, { nbytes: -4 }, { nbytes: 4.5 }, { shape: [-1] }, { shape: [0.5] }]
+  const actors = await cluster.spawn(Hostile, { count: wrong.length - 1 })
+  for (const [i, actor] of [miscounting, ...actors].entries()) {
+    const put = { _tag: "Put", reqId: 5_000_000, info: { ...info(`${actor.actorId}.900001`, actor.actorId), tensors: [{ ...tensor, ...wrong[i] }] } }
+    await expect(take(actor.send([put]))).rejects.toMatchObject({ _tag: "ActorDiedError", actor: actor.actorId })
+  }
+  expect(await take(victim.putMany(2))).toBe(2)
   await expectClean(cluster)
 })

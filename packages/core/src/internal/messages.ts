@@ -7,13 +7,15 @@ import { ProtocolError } from "../Errors.js"
 
 const Bytes = Schema.Uint8Array
 const Id = Schema.String
+/** A size or a count: what a peer sends as one is a whole number, never negative (a NaN would poison every sum it joins). */
+const Count = Schema.Number.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0))
 
 /** What travels about one tensor: enough to allocate and validate the receiving buffer. */
 export const TensorMeta = Schema.Struct({
   dtype: Schema.String,
-  shape: Schema.Array(Schema.Number),
+  shape: Schema.Array(Count),
   device: Schema.String,
-  nbytes: Schema.Number,
+  nbytes: Count,
 })
 export type TensorMeta = typeof TensorMeta.Type
 
@@ -148,7 +150,7 @@ export const FromActor = Schema.Union([
     info: Schema.optional(ObjectInfo),
     error: Schema.optional(WireError),
     transfers: Schema.Array(TransferStat),
-  }),
+  }).check(Schema.makeFilter((result) => (result.info === undefined) !== (result.error === undefined), { expected: "a result with either info or an error" })),
   Schema.TaggedStruct("Put", { reqId: Schema.Number, info: ObjectInfo }),
   Schema.TaggedStruct("Resolve", { reqId: Schema.Number, objectId: Id, timeoutMs: Schema.optional(Schema.Number) }),
   Schema.TaggedStruct("AddRefs", { objectIds: Schema.Array(Id) }),
