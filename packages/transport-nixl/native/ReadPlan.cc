@@ -88,11 +88,13 @@ void ReadPlan::plan(const RemoteTensor& remote, const LocalTensor& local, size_t
     span.remoteDevice = region.device;
     span.localMem = local.mem;
     span.localDevice = local.device;
-    // Adjacent runs (remote and local both continuing the previous one) share one descriptor.
+    span.region = remote.region;
+    span.localStorage = local.storageAddress;
+    // Adjacent runs (remote and local both continuing the previous one, inside the same registrations) share one descriptor.
     Span* previous = spans_.empty() ? nullptr : &spans_.back();
     if (previous != nullptr && previous->remote + previous->length == span.remote && previous->local + previous->length == span.local &&
-        previous->remoteMem == span.remoteMem && previous->localMem == span.localMem && previous->remoteDevice == span.remoteDevice &&
-        previous->localDevice == span.localDevice) {
+        previous->region == span.region && previous->localStorage == span.localStorage && previous->remoteMem == span.remoteMem &&
+        previous->localMem == span.localMem && previous->remoteDevice == span.remoteDevice && previous->localDevice == span.localDevice) {
       previous->length += runBytes;
     } else {
       spans_.push_back(span);

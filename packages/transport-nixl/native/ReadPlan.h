@@ -43,6 +43,9 @@ struct Span {
   uint64_t remoteDevice = 0;
   nixl_capi_mem_type_t localMem = NIXL_CAPI_MEM_DRAM;
   uint64_t localDevice = 0;
+  /** The producer's declared region and the local storage it lies in: each is a registration of its own, which one descriptor cannot cross. */
+  size_t region = 0;
+  uintptr_t localStorage = 0;
 };
 
 class ReadPlan {

@@ -1,9 +1,11 @@
 /**
  * The transport inside one process: registration reference counts (seed 000's semantics), the
  * registered pool, the library search order, and every malformed-metadata path, which must end in
- * a ProtocolError before NIXL (whose deserializer aborts on garbage) sees anything.
+ * a ProtocolError before NIXL (whose deserializer aborts on garbage) sees anything; and READs from a
+ * producer process whose pieces lie in different registrations.
  */
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { Tensor } from "@tensorlane/core"
 import { libraryCacheDir } from "@tensorlane/core/native"
 import { afterEach, describe, expect, it, vi } from "vitest"
@@ -20,6 +22,9 @@ import {
 } from "../src/index.js"
 import { rejection, tagOf, thrown } from "../../core/test/helpers/errors.ts"
 import { nixlSettings } from "../src/internal/settings.js"
+import { runPeers } from "./fixtures/runPeers.ts"
+
+const ADJACENT_PEERS = fileURLToPath(new URL("./fixtures/adjacentPeers.mjs", import.meta.url))
 
 const registrations = () => nixl.inspect!().registrations
 
@@ -173,5 +178,14 @@ describe("hostile metadata gives ProtocolError, never a crash", () => {
     expect(tagOf(error)).toBe("ProtocolError")
     await nixl.release!({ objectId: "h1", tensors: [source] })
     expect(registrations()).toEqual([])
+  })
+})
+
+describe("READs across registrations", () => {
+  it("pieces adjacent in memory but in different registrations, at either end, are READ each in its own descriptor", async () => {
+    const run = await runPeers([], {}, { script: ADJACENT_PEERS })
+    const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i)
+    expect(run.result).toEqual({ halvesIntoBlocks: [range(0, 16), range(16, 16)], blocksIntoOneStorage: [range(100, 16), range(200, 16)] })
+    expect(run.code).toBe(0)
   })
 })
