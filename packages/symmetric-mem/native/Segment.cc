@@ -109,6 +109,10 @@ std::shared_ptr<Segment> Segment::mapExisting(int fd, const std::string& what, c
     close(fd);
     throw failure;
   }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    throw Failure(FailureCode::Protocol, what + " is no tensorlane segment (not a shared memory file)");
+  }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < kHeaderBytes) {
     close(fd);
@@ -142,7 +146,8 @@ std::shared_ptr<Segment> Segment::openByPid(int64_t pid, int64_t fd, const std::
     throw Failure(FailureCode::Protocol, "pid " + std::to_string(pid) + " / fd " + std::to_string(fd) + " is out of range");
   }
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  int opened = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a peer's fd may name a FIFO, whose open would wait for a writer on the JS thread.
+  int opened = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (opened < 0) throw systemFailure("open(" + path + ")");
   return mapExisting(opened, path, token, false);
 }

@@ -4,6 +4,10 @@
  * staging is released, and every malformed or hostile descriptor is refused with a typed error
  * before any byte is read out of bounds.
  */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Tensor } from "@tensorlane/core"
 import { type TensorMeta } from "@tensorlane/core/plugin"
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
@@ -69,6 +73,26 @@ describe("the shm transport", () => {
       message: expect.stringContaining("strided"),
     })
     o.release()
+  })
+
+  it("refuses at once a descriptor naming a FIFO (whose open would wait for a writer) or a folder", async () => {
+    const o = await produce([Tensor.ones([16])])
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tensorlane-shm-test-"))
+    const fifo = path.join(dir, "fifo")
+    execFileSync("mkfifo", [fifo])
+    const fds = [fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK), fs.openSync(dir, fs.constants.O_RDONLY)]
+    try {
+      for (const fd of fds) {
+        await expect(o.fetchWith({ ...o.metadata, segments: [{ ...o.metadata.segments[0], fd }] })).rejects.toMatchObject({
+          _tag: "ProtocolError",
+          message: expect.stringContaining("not a shared memory file"),
+        })
+      }
+    } finally {
+      for (const fd of fds) fs.closeSync(fd)
+      fs.rmSync(dir, { recursive: true })
+      o.release()
+    }
   })
 
   it("refuses a producer of another host and one that is gone with TransferError, and honours abort", async () => {
