@@ -8,6 +8,7 @@ import {
   InvalidSettingError,
   NativeLibraryError,
   ProtocolError,
+  ShapeError,
   TimeoutError,
   TransferError,
   UnsupportedOperationError,
@@ -27,6 +28,7 @@ export type NativeFailureCode =
   | "broken"
   | "closed"
   | "dtype"
+  | "shape"
   | "transfer"
   | "registration"
   | "nodevice"
@@ -85,6 +87,8 @@ export const nativeError = (error: unknown, what: string, context: FailureContex
       return new TimeoutError({ message, timeoutMs: context.timeoutMs ?? 0 })
     case "dtype":
       return new DTypeError({ message })
+    case "shape":
+      return new ShapeError({ message })
     default:
       return new TransferError({ message, transport: context.transport })
   }

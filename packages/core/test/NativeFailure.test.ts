@@ -45,6 +45,7 @@ describe("nativeError", () => {
       broken: { _tag: "TransferError", transport: "test" },
       closed: { _tag: "TransferError", transport: "test" },
       dtype: { _tag: "DTypeError" },
+      shape: { _tag: "ShapeError" },
       transfer: { _tag: "TransferError", transport: "test" },
       registration: { _tag: "TransferError", transport: "test" },
       nodevice: { _tag: "TransferError", transport: "test" },

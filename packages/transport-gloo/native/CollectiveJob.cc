@@ -1,10 +1,13 @@
 #include "CollectiveJob.h"
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 
+#include <array>
 #include <cstdint>
+#include <string>
 
 namespace tensorlane::gloo {
 
@@ -69,14 +72,61 @@ CollectiveJob::CollectiveJob(Napi::Env env, std::shared_ptr<GroupState> group, s
                              std::chrono::milliseconds timeout, Spec spec)
     : Job(env, std::move(group), std::move(memory), timeout), spec_(std::move(spec)) {}
 
+namespace {
+
+/** What one rank passes to a collective: its kind, its op or root, how many tensors, their bytes, and a digest of each one's size and dtype. */
+using Header = std::array<uint64_t, 5>;
+
+std::string describe(const Header& h) {
+  return std::to_string(h[2]) + " tensor" + (h[2] == 1 ? "" : "s") + " of " + std::to_string(h[3]) + " bytes";
+}
+
+}  // namespace
+
+void CollectiveJob::agree(const std::shared_ptr<::gloo::Context>& context) {
+  Header mine{static_cast<uint64_t>(spec_.kind), spec_.kind == Kind::Allreduce ? static_cast<uint64_t>(spec_.op) : static_cast<uint64_t>(spec_.root),
+              memory().size(), 0, 14695981039346656037ull};
+  const auto mix = [&mine](uint64_t value) {
+    for (int b = 0; b < 8; b++) mine[4] = (mine[4] ^ ((value >> (8 * b)) & 0xff)) * 1099511628211ull;
+  };
+  for (size_t i = 0; i < memory().size(); i++) {
+    mine[3] += memory()[i].size();
+    mix(memory()[i].size());
+    if (spec_.kind == Kind::Allreduce) {
+      for (char c : spec_.dtypes[i]) mix(static_cast<unsigned char>(c));
+    }
+  }
+  std::vector<Header> all(static_cast<size_t>(context->size));
+  ::gloo::AllgatherOptions options(context);
+  options.setInput(mine.data(), mine.size());
+  options.setOutput(all.data()->data(), all.size() * mine.size());
+  options.setTag(spec_.firstTag);
+  options.setTimeout(remaining());
+  ::gloo::allgather(options);
+  for (size_t rank = 0; rank < all.size(); rank++) {
+    const Header& theirs = all[rank];
+    if (theirs == mine) continue;
+    const std::string what = spec_.kind == Kind::Allreduce ? "allreduce" : "broadcast";
+    std::string why;
+    if (theirs[0] != mine[0]) why = "rank " + std::to_string(rank) + " runs another collective at this point";
+    else if (theirs[1] != mine[1]) why = "rank " + std::to_string(rank) + (spec_.kind == Kind::Allreduce ? " reduces with another op" : " names another root");
+    else if (theirs[2] != mine[2] || theirs[3] != mine[3]) why = "rank " + std::to_string(rank) + " passes " + describe(theirs) + ", rank " + std::to_string(context->rank) + " " + describe(mine);
+    else why = "rank " + std::to_string(rank) + " passes tensors of other sizes or dtypes than rank " + std::to_string(context->rank);
+    // Every rank saw every header: each fails alike, and the group goes on in step.
+    throw Failure(FailureCode::Shape, "the ranks of the " + what + " disagree: " + why + "; every rank must pass tensors of the same shapes and dtypes, the same op and root");
+  }
+}
+
 void CollectiveJob::run() {
   auto context = group().context();
+  // Gloo ends the process when a rank's buffer differs in size from its peer's: the ranks compare what they pass first.
+  agree(context);
   for (size_t i = 0; i < memory().size(); i++) {
     if (aborted()) throw Failure(FailureCode::Aborted, "aborted");
     const PinnedBytes& m = memory()[i];
     // Every rank holds tensors of the same shapes, so every rank skips the same empty ones.
     if (m.size() == 0) continue;
-    const uint32_t tag = spec_.firstTag + static_cast<uint32_t>(i);
+    const uint32_t tag = spec_.firstTag + 1 + static_cast<uint32_t>(i);
     if (spec_.kind == Kind::Allreduce) {
       find(spec_.dtypes[i])->allreduce(context, m.data(), m.size(), spec_.op, tag, remaining());
     } else {

@@ -36,6 +36,10 @@ class CollectiveJob : public Job {
   void onAbort() override;
 
  private:
+  // The ranks' specs compared through a small all-gather (its tag the first of the job's): a Shape
+  // failure on every rank where they differ, before any tensor moves.
+  void agree(const std::shared_ptr<::gloo::Context>& context);
+
   Spec spec_;
 };
 

@@ -43,6 +43,15 @@ std::vector<Napi::Uint8Array> buffersArg(const Napi::CallbackInfo& info, size_t 
   return buffers;
 }
 
+/** A collective's buffers: as many as its block of tags has room for, after the ranks' comparison. */
+std::vector<Napi::Uint8Array> collectiveBuffersArg(const Napi::CallbackInfo& info, size_t index) {
+  auto buffers = buffersArg(info, index);
+  if (buffers.size() >= GroupState::kTagsPerCollective) {
+    usage("a collective takes at most " + std::to_string(GroupState::kTagsPerCollective - 1) + " tensors, not " + std::to_string(buffers.size()));
+  }
+  return buffers;
+}
+
 std::vector<PinnedBytes> pin(const std::vector<Napi::Uint8Array>& buffers) {
   std::vector<PinnedBytes> pinned;
   for (const auto& b : buffers) pinned.emplace_back(b);
@@ -180,7 +189,7 @@ Napi::Value GlooGroup::Receive(const Napi::CallbackInfo& info) {
 
 Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const auto buffers = buffersArg(info, 0);
+    const auto buffers = collectiveBuffersArg(info, 0);
     if (!info[1].IsArray() || info[1].As<Napi::Array>().Length() != buffers.size()) usage("dtypes must name the dtype of every buffer");
     CollectiveJob::Spec spec{CollectiveJob::Kind::Allreduce, {}, CollectiveJob::Op::Sum, 0, 0};
     Napi::Array dtypes = info[1].As<Napi::Array>();
@@ -199,7 +208,7 @@ Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
     else if (op == "max") spec.op = CollectiveJob::Op::Max;
     else usage("unknown reduce op \"" + op + "\"");
     const auto timeout = timeoutArg(info[3]);
-    spec.firstTag = state_->takeTags(static_cast<uint32_t>(buffers.size()));
+    spec.firstTag = state_->takeTags();
     auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
     return job->start(info.Env());
   });
@@ -207,12 +216,12 @@ Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
 
 Napi::Value GlooGroup::Broadcast(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const auto buffers = buffersArg(info, 0);
+    const auto buffers = collectiveBuffersArg(info, 0);
     const int root = rankArg(info, 1, "root");
     if (root >= state_->size()) usage("root " + std::to_string(root) + " is not a rank of a group of " + std::to_string(state_->size()));
     const auto timeout = timeoutArg(info[2]);
     CollectiveJob::Spec spec{CollectiveJob::Kind::Broadcast, {}, CollectiveJob::Op::Sum, root, 0};
-    spec.firstTag = state_->takeTags(static_cast<uint32_t>(buffers.size()));
+    spec.firstTag = state_->takeTags();
     auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
     return job->start(info.Env());
   });

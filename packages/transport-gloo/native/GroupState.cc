@@ -114,10 +114,11 @@ std::string GroupState::brokenReason() {
   return broken_;
 }
 
-uint32_t GroupState::takeTags(uint32_t count) {
+uint32_t GroupState::takeTags() {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint32_t first = nextTag_;
-  nextTag_ += count;
+  // Wraps after a million collectives, all long done by then.
+  nextTag_ += kTagsPerCollective;
   return first;
 }
 

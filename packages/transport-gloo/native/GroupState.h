@@ -62,8 +62,13 @@ class GroupState {
   bool closed();
   std::string brokenReason();
 
-  // JS thread: collective tags, taken in call order so that every rank numbers its collectives alike.
-  uint32_t takeTags(uint32_t count);
+  // Tags of one collective: the ranks' comparison of what they pass, then one per tensor.
+  static constexpr uint32_t kTagsPerCollective = 4096;
+
+  // JS thread: the first of a collective's tags, taken in call order so that every rank numbers its
+  // collectives alike; a fixed block each, so that ranks that passed different tensor counts to one
+  // collective still agree on the next one's.
+  uint32_t takeTags();
 
   void attach(const std::shared_ptr<Job>& job);
   void detach(const Job* job);

@@ -332,6 +332,29 @@ describe("collectives", () => {
   })
 })
 
+describe("collectives the ranks disagree on", () => {
+  it("fail with a shape failure on every rank, naming what differs, before any byte moves; the group goes on", async () => {
+    const disagreements: Array<[string, (rank: number) => [string, object], RegExp]> = [
+      ["sizes", (rank) => ["broadcast", { names: [rank === 0 ? "big" : "small"], root: 0 }], /passes 1 tensor of (4096|1024) bytes, rank \d 1 tensor of (4096|1024) bytes/],
+      ["counts", (rank) => ["allreduce", { names: rank === 0 ? ["small", "small"] : ["small"], dtypes: rank === 0 ? ["uint8", "uint8"] : ["uint8"], reduce: "sum" }], /passes (2 tensors of 2048|1 tensor of 1024) bytes/],
+      ["dtypes", (rank) => ["allreduce", { names: ["small"], dtypes: [rank === 0 ? "float32" : "int32"], reduce: "sum" }], /other sizes or dtypes/],
+      ["ops", (rank) => ["allreduce", { names: ["small"], dtypes: ["uint8"], reduce: rank === 0 ? "sum" : "max" }], /reduces with another op/],
+      ["roots", (rank) => ["broadcast", { names: ["small"], root: rank }], /names another root/],
+    ]
+    await Promise.all(peers.map((p) => p.call("alloc", { name: "big", bytes: 4096 })))
+    await Promise.all(peers.map((p) => p.call("alloc", { name: "small", bytes: 1024 })))
+    for (const [what, args, message] of disagreements) {
+      const failures = await Promise.all(peers.map((p, rank) => failureOf(p.call(...args(rank)))))
+      for (const failure of failures) expect(failure, what).toMatchObject({ code: "shape", message: expect.stringMatching(message) })
+      expect(await peers[0].call("broken"), what).toBeUndefined()
+    }
+    // In step still: an agreed collective after them works.
+    await Promise.all(peers.map((p, rank) => p.call("write", { name: "f", dtype: "float32", values: [rank + 1] })))
+    await Promise.all(peers.map((p) => p.call("allreduce", { names: ["f"], dtypes: ["float32"], reduce: "sum" })))
+    expect(await peers[1].call("read", { name: "f", dtype: "float32" })).toEqual([6])
+  })
+})
+
 describe("malformed address blobs", () => {
   const addon = createRequire(import.meta.url)(fileURLToPath(new URL("../build/Release/tensorlane_gloo.node", import.meta.url))) as GlooAddon
 

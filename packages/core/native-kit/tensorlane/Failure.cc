@@ -20,6 +20,7 @@ const char* codeName(FailureCode code) {
     case FailureCode::Broken: return "broken";
     case FailureCode::Closed: return "closed";
     case FailureCode::DType: return "dtype";
+    case FailureCode::Shape: return "shape";
     case FailureCode::Transfer: return "transfer";
     case FailureCode::Registration: return "registration";
     case FailureCode::NoDevice: return "nodevice";

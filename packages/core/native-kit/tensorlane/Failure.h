@@ -25,6 +25,7 @@ enum class FailureCode {
   Broken,        // a group that an earlier failure left unusable
   Closed,        // what the operation needed was destroyed meanwhile
   DType,         // a dtype the operation cannot handle
+  Shape,         // tensors of other sizes than the operation needs (a peer's, or the caller's)
   Transfer,      // a transfer failed
   Registration,  // memory could not be registered
   NoDevice,      // no CUDA device, or not the one asked for
