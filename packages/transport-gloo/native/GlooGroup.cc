@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include <sys/resource.h>
+
 namespace tensorlane::gloo {
 
 namespace {
@@ -21,6 +23,21 @@ namespace {
 // A rank, a peer or a group size.
 int rankArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
   return static_cast<int>(integerArg(info[index], name, 0, 1 << 20));
+}
+
+// Each rank opens a connection to every other: a group larger than the process may open files fails
+// now, instead of after minutes of connecting and closing pairs on the JS thread.
+void checkOpenFiles(int size) {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  // Room for what the process has open besides the group's connections.
+  constexpr rlim_t kReserve = 64;
+  // Gloo's pair holds three descriptors from its construction (a group of 50 ranks: 147).
+  const rlim_t descriptors = 3 * static_cast<rlim_t>(size - 1);
+  if (descriptors + kReserve > limit.rlim_cur) {
+    usage("a gloo group of " + std::to_string(size) + " ranks takes up to " + std::to_string(descriptors) + " descriptors in each rank's process, which may open " +
+          std::to_string(limit.rlim_cur) + " files (ulimit -n): raise that limit, or make smaller groups");
+  }
 }
 
 // options.deviceCpusByRank: whether this rank's device thread (if this group opens the device) takes
@@ -93,6 +110,7 @@ GlooGroup::GlooGroup(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GlooGrou
     const int rank = rankArg(info, 0, "rank");
     const int size = rankArg(info, 1, "size");
     if (size < 1 || rank >= size) usage("rank " + std::to_string(rank) + " is not in a group of " + std::to_string(size));
+    checkOpenFiles(size);
     state_ = std::make_shared<GroupState>(rank, size, timeoutArg(info[2]), deviceCpusByRankArg(info, 3));
     return info.Env().Undefined();
   });

@@ -440,4 +440,25 @@ describe("gloo's own exceptions", () => {
     expect(outcome.error).toBeNull()
     expect(JSON.parse(outcome.stdout)).toEqual({ thrown: { code: "system", message: expect.stringContaining("Too many open files") } })
   })
+
+  it("a group larger than the process may open connections for is refused at once, naming the limit", async () => {
+    const script = `import { loadGlooAddon } from "@tensorlane/transport-gloo"
+      const { addon } = loadGlooAddon()
+      const sizes = {}
+      for (const size of [100, 1000]) {
+        try { new addon.Group(0, size, 1000).destroy(); sizes[size] = "made" } catch (error) { sizes[size] = error.code + ": " + error.message }
+      }
+      console.log(JSON.stringify(sizes))`
+    const started = performance.now()
+    const stdout = await new Promise<string>((resolve, reject) => {
+      execFile("bash", ["-c", 'ulimit -n 512 && exec "$0" --input-type=module -e "$1"', process.execPath, script], { timeout: 30_000 }, (error, out) =>
+        error === null ? resolve(out) : reject(error),
+      )
+    })
+    expect(JSON.parse(stdout)).toEqual({
+      100: "made",
+      1000: "usage: a gloo group of 1000 ranks takes up to 2997 descriptors in each rank's process, which may open 512 files (ulimit -n): raise that limit, or make smaller groups",
+    })
+    expect(performance.now() - started).toBeLessThan(10_000)
+  })
 })
