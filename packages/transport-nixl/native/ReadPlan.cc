@@ -24,6 +24,8 @@ uint64_t add(uint64_t a, uint64_t b, const std::string& what) {
 ReadPlan::ReadPlan(std::string agent, std::string blob, uint64_t epoch, std::vector<RemoteRegion> regions, std::vector<RemoteTensor> remote,
                    std::vector<LocalTensor> local)
     : agent_(std::move(agent)), blob_(std::move(blob)), epoch_(epoch), regions_(std::move(regions)), local_(std::move(local)) {
+  // NIXL takes agent names as C strings: one cut short at a NUL would name another agent.
+  if (agent_.empty() || agent_.find('\0') != std::string::npos) throw Failure(FailureCode::Protocol, "the metadata's agent name is empty or holds a NUL");
   if (remote.size() != local_.size()) {
     throw Failure(FailureCode::Protocol, "the metadata describes " + std::to_string(remote.size()) + " tensors, the object has " +
                                              std::to_string(local_.size()));

@@ -140,6 +140,20 @@ describe("settings", () => {
   })
 })
 
+/** A NIXL blob whose Agent record (the first, after "nixlSerDes|") names `agent` instead. */
+const renamed = (blob: Uint8Array, agent: string): Uint8Array => {
+  const head = new TextEncoder().encode("nixlSerDes|Agent")
+  const view = new DataView(blob.buffer, blob.byteOffset)
+  const rest = blob.subarray(head.length + 8 + Number(view.getBigUint64(head.length, true)))
+  const name = new TextEncoder().encode(agent)
+  const out = new Uint8Array(head.length + 8 + name.length + rest.length)
+  out.set(head)
+  new DataView(out.buffer).setBigUint64(head.length, BigInt(name.length), true)
+  out.set(name, head.length + 8)
+  out.set(rest, head.length + 8 + name.length)
+  return out
+}
+
 describe("hostile metadata gives ProtocolError, never a crash", () => {
   const producerSide = async () => {
     const source = Tensor.arange(1024, { dtype: "float32" })
@@ -166,6 +180,7 @@ describe("hostile metadata gives ProtocolError, never a crash", () => {
     ["zeros instead of a NIXL blob", (m: NixlMetadata) => ({ ...m, agent: "x", blob: new Uint8Array(100) })],
     ["a truncated blob", (m: NixlMetadata) => ({ ...m, agent: "x", blob: m.blob.subarray(0, 120) })],
     ["a blob of another agent", (m: NixlMetadata) => ({ ...m, agent: "someone-else" })],
+    ["an agent name that a NUL would cut short, in the blob as well", (m: NixlMetadata) => ({ ...m, agent: `${m.agent}\0other`, blob: renamed(m.blob, `${m.agent}\0other`) })],
     ["this process's own agent", (m: NixlMetadata) => m],
     ["a descriptor beyond its region", (m: NixlMetadata) => ({ ...m, tensors: [{ ...m.tensors[0], offset: 8 }] })],
     ["a region the blob does not register", (m: NixlMetadata) => ({ ...m, regions: [{ ...m.regions[0], address: m.regions[0].address + 4096n }] })],
