@@ -141,17 +141,12 @@ it.each([
 })
 
 describe("gloo", () => {
-  it("a buffer gloo may still write is never handed out again, and is once gloo let go of it", async () => {
+  it("a collective that gives up before its root comes leaves none of its tensors with gloo: their memory is handed out again at once", async () => {
     const n = 4 * MiB
     const [root, member] = await cluster.spawn(LeakWorker, { count: 2 })
     const group = await cluster.createCollectiveGroup([root, member], { backend: "gloo" })
-    // The member's broadcast gives up; gloo's receive into its tensor stays posted.
+    // The ranks compare what they pass before any tensor is posted: the member gives up waiting for the root's part of that.
     expect(await take(member.abandonedBroadcast(group.name, n))).toBe("TimeoutError")
-    await take(member.keepFresh(n, 4))
-    // The root's broadcast lands in that receive: in the abandoned tensor's memory, in no tensor since.
-    await take(root.broadcastPattern(group.name, n))
-    expect(await take(member.keptHoldingPattern())).toBe(0)
-    // Written, the receive is over: the host cache hands its memory out again.
     expect(await take(member.reusesPatternMemory(n, 50))).toBe(true)
     await group.destroy()
   })

@@ -1,6 +1,7 @@
 #include "CollectiveJob.h"
 
-#include <gloo/allgather.h>
+#include "TransferKey.h"
+
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -74,18 +75,19 @@ CollectiveJob::CollectiveJob(Napi::Env env, std::shared_ptr<GroupState> group, s
 
 namespace {
 
-/** What one rank passes to a collective: its kind, its op or root, how many tensors, their bytes, and a digest of each one's size and dtype. */
-using Header = std::array<uint64_t, 5>;
-
-std::string describe(const Header& h) {
+std::string describe(const CollectiveJob::Header& h) {
   return std::to_string(h[2]) + " tensor" + (h[2] == 1 ? "" : "s") + " of " + std::to_string(h[3]) + " bytes";
 }
 
 }  // namespace
 
-void CollectiveJob::agree(const std::shared_ptr<::gloo::Context>& context) {
-  Header mine{static_cast<uint64_t>(spec_.kind), spec_.kind == Kind::Allreduce ? static_cast<uint64_t>(spec_.op) : static_cast<uint64_t>(spec_.root),
-              memory().size(), 0, 14695981039346656037ull};
+void CollectiveJob::post() {
+  const auto context = group().context();
+  headers_ = std::make_shared<std::vector<Header>>(static_cast<size_t>(context->size));
+  own(headers_);
+  Header& mine = (*headers_)[static_cast<size_t>(context->rank)];
+  mine = {static_cast<uint64_t>(spec_.kind), spec_.kind == Kind::Allreduce ? static_cast<uint64_t>(spec_.op) : static_cast<uint64_t>(spec_.root),
+          memory().size(), 0, 14695981039346656037ull};
   const auto mix = [&mine](uint64_t value) {
     for (int b = 0; b < 8; b++) mine[4] = (mine[4] ^ ((value >> (8 * b)) & 0xff)) * 1099511628211ull;
   };
@@ -96,22 +98,35 @@ void CollectiveJob::agree(const std::shared_ptr<::gloo::Context>& context) {
       for (char c : spec_.dtypes[i]) mix(static_cast<unsigned char>(c));
     }
   }
-  std::vector<Header> all(static_cast<size_t>(context->size));
-  ::gloo::AllgatherOptions options(context);
-  options.setInput(mine.data(), mine.size());
-  options.setOutput(all.data()->data(), all.size() * mine.size());
-  options.setTag(spec_.firstTag);
-  options.setTimeout(remaining());
-  ::gloo::allgather(options);
-  for (size_t rank = 0; rank < all.size(); rank++) {
-    const Header& theirs = all[rank];
+  // Tracked: a peer that never answers leaves these posted, and the group keeps their memory until it closes.
+  const uint64_t slot = TransferKey::agreementSlot(spec_.firstTag);
+  for (int peer = 0; peer < context->size; peer++) {
+    if (peer == context->rank) continue;
+    track(context->createUnboundBuffer(&(*headers_)[static_cast<size_t>(peer)], sizeof(Header)), Direction::Recv, peer).recv(peer, slot);
+    track(context->createUnboundBuffer(&mine, sizeof(Header)), Direction::Send, peer).send(peer, slot);
+  }
+}
+
+void CollectiveJob::agree() {
+  try {
+    waitAll();
+  } catch (const Failure& failure) {
+    // The group's close ends the waits: that is what happened, as with gloo's own calls.
+    if (failure.code() == FailureCode::Aborted && group().closed()) throw Failure(FailureCode::Closed, "the group was destroyed");
+    throw;
+  }
+  const auto context = group().context();
+  const Header& mine = (*headers_)[static_cast<size_t>(context->rank)];
+  for (int rank = 0; rank < context->size; rank++) {
+    const Header& theirs = (*headers_)[static_cast<size_t>(rank)];
     if (theirs == mine) continue;
     const std::string what = spec_.kind == Kind::Allreduce ? "allreduce" : "broadcast";
+    const std::string other = "rank " + std::to_string(rank);
     std::string why;
-    if (theirs[0] != mine[0]) why = "rank " + std::to_string(rank) + " runs another collective at this point";
-    else if (theirs[1] != mine[1]) why = "rank " + std::to_string(rank) + (spec_.kind == Kind::Allreduce ? " reduces with another op" : " names another root");
-    else if (theirs[2] != mine[2] || theirs[3] != mine[3]) why = "rank " + std::to_string(rank) + " passes " + describe(theirs) + ", rank " + std::to_string(context->rank) + " " + describe(mine);
-    else why = "rank " + std::to_string(rank) + " passes tensors of other sizes or dtypes than rank " + std::to_string(context->rank);
+    if (theirs[0] != mine[0]) why = other + " runs another collective at this point";
+    else if (theirs[1] != mine[1]) why = other + (spec_.kind == Kind::Allreduce ? " reduces with another op" : " names another root");
+    else if (theirs[2] != mine[2] || theirs[3] != mine[3]) why = other + " passes " + describe(theirs) + ", rank " + std::to_string(context->rank) + " " + describe(mine);
+    else why = other + " passes tensors of other sizes or dtypes than rank " + std::to_string(context->rank);
     // Every rank saw every header: each fails alike, and the group goes on in step.
     throw Failure(FailureCode::Shape, "the ranks of the " + what + " disagree: " + why + "; every rank must pass tensors of the same shapes and dtypes, the same op and root");
   }
@@ -120,7 +135,7 @@ void CollectiveJob::agree(const std::shared_ptr<::gloo::Context>& context) {
 void CollectiveJob::run() {
   auto context = group().context();
   // Gloo ends the process when a rank's buffer differs in size from its peer's: the ranks compare what they pass first.
-  agree(context);
+  agree();
   for (size_t i = 0; i < memory().size(); i++) {
     if (aborted()) throw Failure(FailureCode::Aborted, "aborted");
     const PinnedBytes& m = memory()[i];

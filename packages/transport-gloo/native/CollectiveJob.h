@@ -2,6 +2,9 @@
 
 #include "Job.h"
 
+#include <array>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,17 +33,24 @@ class CollectiveJob : public Job {
   static bool reducible(const std::string& dtype);
   static size_t itemSize(const std::string& dtype);
 
+  /** What one rank passes to a collective: its kind, its op or root, how many tensors, their bytes, and a digest of each one's size and dtype. */
+  using Header = std::array<uint64_t, 5>;
+
  protected:
+  // Posts this rank's header to every peer and a receive of theirs (TransferKey::agreementSlot).
+  void post() override;
   void run() override;
   // gloo's collectives cannot be interrupted: the ranks may now disagree on where they are.
   void onAbort() override;
 
  private:
-  // The ranks' specs compared through a small all-gather (its tag the first of the job's): a Shape
-  // failure on every rank where they differ, before any tensor moves.
-  void agree(const std::shared_ptr<::gloo::Context>& context);
+  // Waits for the peers' headers and compares them with this rank's: a Shape failure on every rank
+  // where they differ, before any tensor moves.
+  void agree();
 
   Spec spec_;
+  // Every rank's header, by rank: this rank's is sent, the others' received into it.
+  std::shared_ptr<std::vector<Header>> headers_;
 };
 
 }  // namespace tensorlane::gloo

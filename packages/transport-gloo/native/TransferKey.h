@@ -18,9 +18,14 @@ class TransferKey {
   uint64_t headerSlot() const;
   uint64_t dataSlot(size_t index) const;
 
+  // The slot where the ranks of the collective whose first tag is `tag` compare what they pass
+  // (CollectiveJob), under a third prefix of its own.
+  static uint64_t agreementSlot(uint32_t tag) { return kAgreementPrefix | tag; }
+
  private:
   static constexpr uint64_t kHeaderPrefix = 0xE0ull << 56;
   static constexpr uint64_t kDataPrefix = 0xE1ull << 56;
+  static constexpr uint64_t kAgreementPrefix = 0xE2ull << 56;
   static constexpr uint64_t kSlotMask = (1ull << 56) - 1;
 
   uint64_t value_;
