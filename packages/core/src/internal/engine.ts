@@ -6,6 +6,7 @@
  * the runners the storage holds (their heartbeats refresh with their shard locks), health is the
  * engine's runner pings, and the entity's RPCs are routed by the engine to the host's runner.
  */
+import { createHash } from "node:crypto"
 import * as NodeSocket from "@effect/platform-node-shared/NodeSocket"
 import * as NodeSocketServer from "@effect/platform-node-shared/NodeSocketServer"
 import { PgClient } from "@effect/sql-pg"
@@ -116,8 +117,19 @@ const runnerHealth = Layer.effect(RunnerHealth.RunnerHealth)(
   }),
 ).pipe(Layer.provide(Runners.layerRpc))
 
+/**
+ * The engine's tables are the cluster's own (`<prefix>_runners`, `_locks`, `_runner_migrations`, and
+ * its advisory locks), so that clusters sharing a Postgres database never take each other's hosts'
+ * shards: the cluster's name where the longest table name stays within Postgres' 63 characters,
+ * else a digest of it.
+ */
+export const engineTablePrefix = (clusterName: string): string => {
+  const readable = `tensorlane_${clusterName.replaceAll("-", "_")}`
+  return readable.length + "_runner_migrations".length <= 63 ? readable : `tensorlane_${createHash("sha256").update(clusterName).digest("hex").slice(0, 16)}`
+}
+
 const storage = (config: ClusterConfig, self: ClusterHost | undefined) =>
-  SqlRunnerStorage.layerWith({ prefix: "tensorlane" }).pipe(Layer.provide(postgres(config)), Layer.provideMerge(shardingConfig(config, self)))
+  SqlRunnerStorage.layerWith({ prefix: engineTablePrefix(config.name) }).pipe(Layer.provide(postgres(config)), Layer.provideMerge(shardingConfig(config, self)))
 
 /** The engine's messages are a host's description and ids: a frame of 1 MiB is far more than they need. */
 const MAX_ENGINE_FRAME_BYTES = 1024 * 1024
