@@ -72,7 +72,7 @@ await new Promise((resolve) => setTimeout(resolve, Number(values["settle-s"]) * 
 
 process.stderr.write("Ray: RDT over Gloo and the object store...\n")
 const ray = JSON.parse(
-  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups, "--steady-calls", ours.steadyCalls.join(",")], {
+  run(join(venv, "bin", "python"), [join(here, "ray_bench.py"), "--sizes", sizes.join(","), "--repeats", values.repeats, "--warmups", values.warmups, "--steady-calls", ours.steadyCalls.join(","), "--temp-dir", join(scratch, "ray")], {
     ...process.env,
     RAY_AUTH_MODE: "disabled",
   }),

@@ -41,6 +41,7 @@ def main():
     parser.add_argument("--warmups", type=int, default=2)
     # compare.mjs passes tensorlane's figures (its bench JSON's steadyCalls), one per size.
     parser.add_argument("--steady-calls", default="32", help="calls of each size before timing it, comma-separated, or one for all")
+    parser.add_argument("--temp-dir", help="Ray's session folder (compare.mjs: inside its own, which it removes); default Ray's /tmp/ray")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     steady = [int(s) for s in args.steady_calls.split(",")]
@@ -50,7 +51,13 @@ def main():
 
     # Loopback only: the node's address and Gloo's interface (actor processes inherit the environment).
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        _node_ip_address="127.0.0.1",
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        **({"_temp_dir": args.temp_dir} if args.temp_dir else {}),
+    )
     producer, consumer = Worker.remote(), Worker.remote()
     group = create_collective_group([producer, consumer], backend="torch_gloo")
     paths = {"ray-rdt-gloo": producer.make_gloo, "ray-object-store": producer.make}
