@@ -53,15 +53,19 @@ export interface ActorDefinition<S = any, M = any> {
   readonly spec: ActorSpec<S, M>
 }
 
-/** An export's name as actor ids carry it (`<name>-<n>`): an identifier, at most this long. */
-const MAX_ACTOR_NAME_LENGTH = 128
+/**
+ * An export's name as actor ids carry it (`<name>-<n>`): an identifier, at most this long, so that
+ * its agent's socket (`$TMPDIR/tensorlane-XXXXXX/<name>-<n>.sock`) stays within a Unix socket
+ * path's 107 bytes.
+ */
+const MAX_ACTOR_NAME_LENGTH = 64
 
 const checkDefinition = (moduleUrl: unknown, name: unknown, spec: unknown): void => {
   const refuse = (message: string, argument: string): never => {
     throw new InvalidArgumentError({ message, argument })
   }
   if (typeof moduleUrl !== "string" || moduleUrl === "") refuse(`defineActor takes the module's import.meta.url first, not ${describe(moduleUrl)}`, "moduleUrl")
-  if (typeof name !== "string" || !/^[\p{L}\p{Nl}$_][\p{L}\p{Nl}\p{Mn}\p{Mc}\p{Nd}\p{Pc}$\u200c\u200d]*$/u.test(name) || name.length > MAX_ACTOR_NAME_LENGTH) {
+  if (typeof name !== "string" || !/^[\p{ID_Start}$_][\p{ID_Continue}$\u200c\u200d]*$/u.test(name) || name.length > MAX_ACTOR_NAME_LENGTH) {
     refuse(`defineActor's name is the name its definition is exported under (an identifier of at most ${MAX_ACTOR_NAME_LENGTH} characters), not ${describe(name)}`, "name")
   }
   const fields = spec as Partial<Record<keyof ActorSpec<unknown, unknown>, unknown>> | null

@@ -21,37 +21,37 @@ const NodePort = Schema.Number.check(Schema.isInt(), Schema.isBetween({ minimum:
 const FilePath = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096))
 const SqlName = Schema.String.check(Schema.isPattern(/^[a-z_][a-z0-9_]{0,62}$/, { expected: "a lower-case SQL name of at most 63 characters" }))
 
-/** The 16 bytes of an IP address (an IPv4 one as IPv4-mapped IPv6) and its zone, or undefined for a string that is not one. */
-const addressBytes = (address: string): { readonly bytes: Uint8Array; readonly zone: string } | undefined => {
+/**
+ * The 16 bytes of an IP address (an IPv4 one as IPv4-mapped IPv6), or undefined for a string that is
+ * not one; a zoned IPv6 address (`fe80::1%lo`) is none either: neither TLS nor a certificate takes it.
+ */
+const addressBytes = (address: string): Uint8Array | undefined => {
   const family = isIP(address)
-  if (family === 0) return undefined
+  if (family === 0 || address.includes("%")) return undefined
   const bytes = new Uint8Array(16)
   if (family === 4) {
     bytes.set([0xff, 0xff, ...address.split(".").map(Number)], 10)
-    return { bytes, zone: "" }
+    return bytes
   }
-  const [text = "", zone = ""] = address.split("%")
   // A dotted IPv4 tail is the last two groups.
-  const hex = text.replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, a, b, c, d) => `${((+a << 8) | +b).toString(16)}:${((+c << 8) | +d).toString(16)}`)
+  const hex = address.replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, a, b, c, d) => `${((+a << 8) | +b).toString(16)}:${((+c << 8) | +d).toString(16)}`)
   const [head = "", tail] = hex.split("::")
   const groups = (part: string | undefined) => (part === undefined || part === "" ? [] : part.split(":").map((group) => parseInt(group, 16)))
   const before = groups(head)
   const after = groups(tail)
   const all = [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after]
   all.forEach((group, i) => bytes.set([group >> 8, group & 0xff], 2 * i))
-  return { bytes, zone }
+  return bytes
 }
 
 const isIPv4Mapped = (bytes: Uint8Array) => bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff
 
-/** One spelling per address: IPv4 (IPv4-mapped IPv6 included) dotted, IPv6 as eight full groups, with its zone. */
+/** One spelling per address: IPv4 (IPv4-mapped IPv6 included) dotted, IPv6 as eight full groups. */
 const normalAddress = (address: string): string => {
-  const parsed = addressBytes(address)
-  if (parsed === undefined) return address
-  const { bytes, zone } = parsed
+  const bytes = addressBytes(address)
+  if (bytes === undefined) return address
   if (isIPv4Mapped(bytes)) return [...bytes.subarray(12)].join(".")
-  const groups = Array.from({ length: 8 }, (_, i) => ((bytes[2 * i]! << 8) | bytes[2 * i + 1]!).toString(16).padStart(4, "0"))
-  return `${groups.join(":")}${zone !== "" ? `%${zone}` : ""}`
+  return Array.from({ length: 8 }, (_, i) => ((bytes[2 * i]! << 8) | bytes[2 * i + 1]!).toString(16).padStart(4, "0")).join(":")
 }
 
 /** Whether an address's bytes are all zero, as IPv4, IPv6 or IPv4-mapped IPv6: a listener there takes every address. */
@@ -61,8 +61,8 @@ const isWildcard = (bytes: Uint8Array): boolean => (isIPv4Mapped(bytes) ? bytes.
 const ListenAddress = Schema.String.check(
   Schema.makeFilter(
     (address: string) => {
-      const parsed = addressBytes(address)
-      return parsed !== undefined && parsed.zone === "" && !isWildcard(parsed.bytes)
+      const bytes = addressBytes(address)
+      return bytes !== undefined && !isWildcard(bytes)
     },
     { expected: "an IPv4 or IPv6 address other than 0.0.0.0 and :: (in any spelling, IPv4-mapped included), without a zone (%)" },
   ),

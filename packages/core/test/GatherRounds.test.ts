@@ -207,4 +207,14 @@ describe("GatherRounds", () => {
     for (const call of [...ahead.slice(1), more]) expect(call.got).toEqual([{ error }])
     expect(rounds["bytesWaiting"]).toBe(0)
   })
+
+  it("names the ranks behind after the oldest round failed, not the ranks whose blobs that failure let go", () => {
+    const { contribute } = group(3, "g")
+    contribute(0, "r0-a", 100)
+    contribute(1, "r0-b", 100)
+    vi.advanceTimersByTime(100)
+    for (let i = 1; i < MAX_ROUNDS_WAITING; i++) contribute(0, `r${i}`, Infinity)
+    const over = contribute(0, "one more")
+    expect(over.got[0].error?.message).toMatch(/^allGather of group "g" broke: 1024 rounds waited for ranks 2 \(/)
+  })
 })

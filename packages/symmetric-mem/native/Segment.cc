@@ -146,7 +146,12 @@ std::shared_ptr<Segment> Segment::openByPid(int64_t pid, int64_t fd, const std::
     throw Failure(FailureCode::Protocol, "pid " + std::to_string(pid) + " / fd " + std::to_string(fd) + " is out of range");
   }
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  // Non-blocking: a peer's fd may name a FIFO, whose open would wait for a writer on the JS thread.
+  // A peer's fd may name a FIFO (whose open would wait for a writer on the JS thread) or a device
+  // (whose open may do anything): only a regular file is opened, and without blocking, in case the
+  // fd changed in between (mapExisting checks again).
+  struct stat named;
+  if (stat(path.c_str(), &named) != 0) throw systemFailure("stat(" + path + ")");
+  if (!S_ISREG(named.st_mode)) throw Failure(FailureCode::Protocol, path + " is no tensorlane segment (not a shared memory file)");
   int opened = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (opened < 0) throw systemFailure("open(" + path + ")");
   return mapExisting(opened, path, token, false);

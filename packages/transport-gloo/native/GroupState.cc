@@ -117,7 +117,6 @@ std::string GroupState::brokenReason() {
 uint32_t GroupState::takeTags() {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint32_t first = nextTag_;
-  // Wraps after a million collectives, all long done by then.
   nextTag_ += kTagsPerCollective;
   return first;
 }

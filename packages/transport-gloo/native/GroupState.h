@@ -63,11 +63,11 @@ class GroupState {
   std::string brokenReason();
 
   // Tags of one collective: the ranks' comparison of what they pass, then one per tensor.
-  static constexpr uint32_t kTagsPerCollective = 4096;
+  static constexpr uint32_t kTagsPerCollective = 1 << 16;
 
   // JS thread: the first of a collective's tags, taken in call order so that every rank numbers its
   // collectives alike; a fixed block each, so that ranks that passed different tensor counts to one
-  // collective still agree on the next one's.
+  // collective still agree on the next one's. Wraps after 65536 collectives, all long done by then.
   uint32_t takeTags();
 
   void attach(const std::shared_ptr<Job>& job);

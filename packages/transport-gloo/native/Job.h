@@ -88,8 +88,10 @@ class Job : public std::enable_shared_from_this<Job> {
   std::mutex mutex_;
   bool aborted_ = false;
   bool finished_ = false;
-  std::vector<Tracked> tracked_;
+  // Declared before the buffers that point into it: members go in reverse order, so a job destroyed
+  // with buffers still posted lets go of them before of their memory.
   std::vector<std::shared_ptr<void>> owned_;
+  std::vector<Tracked> tracked_;
 
   // Written by the starting thread (post) and then the job's thread, before it hands over to the JS thread.
   std::optional<Failure> failure_;

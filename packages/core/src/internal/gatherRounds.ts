@@ -24,6 +24,8 @@ export interface GatherReply {
 
 interface Round {
   readonly blobs: Array<Uint8Array | undefined>
+  /** The ranks that came, kept when a failure lets their blobs go. */
+  readonly came: Array<boolean>
   /** The bytes of the blobs it holds. */
   bytes: number
   readonly replies: Array<((reply: GatherReply) => void) | undefined>
@@ -67,6 +69,7 @@ export class GatherRounds {
       return this.overrun(reply, `the blobs of its waiting rounds would hold ${this.bytesWaiting + blob.byteLength} bytes`)
     }
     round.arrived++
+    round.came[rank] = true
     if (round.failure !== undefined) {
       reply({ error: round.failure })
     } else {
@@ -92,6 +95,7 @@ export class GatherRounds {
   private startRound(index: number, timeoutMs: number): Round {
     const round: Round = {
       blobs: new Array(this.worldSize),
+      came: new Array<boolean>(this.worldSize).fill(false),
       bytes: 0,
       replies: new Array(this.worldSize),
       arrived: 0,
@@ -149,7 +153,7 @@ export class GatherRounds {
 
   private missing(round: Round): Array<number> {
     const ranks: Array<number> = []
-    for (let rank = 0; rank < this.worldSize; rank++) if (round.blobs[rank] === undefined) ranks.push(rank)
+    for (let rank = 0; rank < this.worldSize; rank++) if (!round.came[rank]) ranks.push(rank)
     return ranks
   }
 }
