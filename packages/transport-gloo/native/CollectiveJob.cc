@@ -116,6 +116,8 @@ void CollectiveJob::agree() {
     throw;
   }
   const auto context = group().context();
+  // A refusing rank reports its own error; it only had to take part.
+  if (spec_.kind == Kind::Refused) return;
   const Header& mine = (*headers_)[static_cast<size_t>(context->rank)];
   for (int rank = 0; rank < context->size; rank++) {
     const Header& theirs = (*headers_)[static_cast<size_t>(rank)];
@@ -123,7 +125,8 @@ void CollectiveJob::agree() {
     const std::string what = spec_.kind == Kind::Allreduce ? "allreduce" : "broadcast";
     const std::string other = "rank " + std::to_string(rank);
     std::string why;
-    if (theirs[0] != mine[0]) why = other + " runs another collective at this point";
+    if (theirs[0] == static_cast<uint64_t>(Kind::Refused)) why = other + " refused its part (its own error says why)";
+    else if (theirs[0] != mine[0]) why = other + " runs another collective at this point";
     else if (theirs[1] != mine[1]) why = other + (spec_.kind == Kind::Allreduce ? " reduces with another op" : " names another root");
     else if (theirs[2] != mine[2] || theirs[3] != mine[3]) why = other + " passes " + describe(theirs) + ", rank " + std::to_string(context->rank) + " " + describe(mine);
     else why = other + " passes tensors of other sizes or dtypes than rank " + std::to_string(context->rank);

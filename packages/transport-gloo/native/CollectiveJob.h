@@ -13,7 +13,8 @@ namespace tensorlane::gloo {
 // gloo::allreduce or gloo::broadcast in place on each tensor in turn, one tag per tensor.
 class CollectiveJob : public Job {
  public:
-  enum class Kind { Allreduce, Broadcast };
+  // Refused: this rank's part of a collective it refused before starting (a header, no tensors).
+  enum class Kind { Allreduce, Broadcast, Refused };
   enum class Op { Sum, Product, Min, Max };
 
   struct Spec {

@@ -91,6 +91,7 @@ Napi::Function GlooGroup::Define(Napi::Env env) {
                          InstanceMethod<&GlooGroup::Receive>("receive"),
                          InstanceMethod<&GlooGroup::Allreduce>("allreduce"),
                          InstanceMethod<&GlooGroup::Broadcast>("broadcast"),
+                         InstanceMethod<&GlooGroup::Refuse>("refuse"),
                          InstanceMethod<&GlooGroup::Destroy>("destroy"),
                          InstanceMethod<&GlooGroup::Sweep>("sweep"),
                          InstanceMethod<&GlooGroup::Publish>("publish"),
@@ -205,28 +206,36 @@ Napi::Value GlooGroup::Receive(const Napi::CallbackInfo& info) {
   return Transfer(info, false);
 }
 
+// A collective's block of tags is taken before any check that one rank may fail alone: a rank that
+// refuses its part still takes part, with a "refused" header (startRefusal), so that every rank's
+// next collective takes the same block and the others fail at once instead of waiting for it.
 Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const auto buffers = collectiveBuffersArg(info, 0);
-    if (!info[1].IsArray() || info[1].As<Napi::Array>().Length() != buffers.size()) usage("dtypes must name the dtype of every buffer");
-    CollectiveJob::Spec spec{CollectiveJob::Kind::Allreduce, {}, CollectiveJob::Op::Sum, 0, 0};
-    Napi::Array dtypes = info[1].As<Napi::Array>();
-    for (uint32_t i = 0; i < dtypes.Length(); i++) {
-      const std::string dtype = dtypes.Get(i).ToString().Utf8Value();
-      if (!CollectiveJob::reducible(dtype)) throw Failure(FailureCode::DType, "gloo cannot reduce " + dtype);
-      if (buffers[i].ByteLength() % CollectiveJob::itemSize(dtype) != 0) {
-        usage("buffers[" + std::to_string(i) + "] is not a whole number of " + dtype + " elements");
-      }
-      spec.dtypes.push_back(dtype);
-    }
-    const std::string op = info[2].ToString().Utf8Value();
-    if (op == "sum") spec.op = CollectiveJob::Op::Sum;
-    else if (op == "product") spec.op = CollectiveJob::Op::Product;
-    else if (op == "min") spec.op = CollectiveJob::Op::Min;
-    else if (op == "max") spec.op = CollectiveJob::Op::Max;
-    else usage("unknown reduce op \"" + op + "\"");
     const auto timeout = timeoutArg(info[3]);
-    spec.firstTag = state_->takeTags();
+    CollectiveJob::Spec spec{CollectiveJob::Kind::Allreduce, {}, CollectiveJob::Op::Sum, 0, state_->takeTags()};
+    std::vector<Napi::Uint8Array> buffers;
+    try {
+      buffers = collectiveBuffersArg(info, 0);
+      if (!info[1].IsArray() || info[1].As<Napi::Array>().Length() != buffers.size()) usage("dtypes must name the dtype of every buffer");
+      Napi::Array dtypes = info[1].As<Napi::Array>();
+      for (uint32_t i = 0; i < dtypes.Length(); i++) {
+        const std::string dtype = dtypes.Get(i).ToString().Utf8Value();
+        if (!CollectiveJob::reducible(dtype)) throw Failure(FailureCode::DType, "gloo cannot reduce " + dtype);
+        if (buffers[i].ByteLength() % CollectiveJob::itemSize(dtype) != 0) {
+          usage("buffers[" + std::to_string(i) + "] is not a whole number of " + dtype + " elements");
+        }
+        spec.dtypes.push_back(dtype);
+      }
+      const std::string op = info[2].ToString().Utf8Value();
+      if (op == "sum") spec.op = CollectiveJob::Op::Sum;
+      else if (op == "product") spec.op = CollectiveJob::Op::Product;
+      else if (op == "min") spec.op = CollectiveJob::Op::Min;
+      else if (op == "max") spec.op = CollectiveJob::Op::Max;
+      else usage("unknown reduce op \"" + op + "\"");
+    } catch (const Failure&) {
+      startRefusal(info.Env(), spec.firstTag, timeout);
+      throw;
+    }
     auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
     return job->start(info.Env());
   });
@@ -234,15 +243,41 @@ Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
 
 Napi::Value GlooGroup::Broadcast(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const auto buffers = collectiveBuffersArg(info, 0);
-    const int root = rankArg(info, 1, "root");
-    if (root >= state_->size()) usage("root " + std::to_string(root) + " is not a rank of a group of " + std::to_string(state_->size()));
     const auto timeout = timeoutArg(info[2]);
-    CollectiveJob::Spec spec{CollectiveJob::Kind::Broadcast, {}, CollectiveJob::Op::Sum, root, 0};
-    spec.firstTag = state_->takeTags();
+    CollectiveJob::Spec spec{CollectiveJob::Kind::Broadcast, {}, CollectiveJob::Op::Sum, 0, state_->takeTags()};
+    std::vector<Napi::Uint8Array> buffers;
+    try {
+      buffers = collectiveBuffersArg(info, 0);
+      spec.root = rankArg(info, 1, "root");
+      if (spec.root >= state_->size()) usage("root " + std::to_string(spec.root) + " is not a rank of a group of " + std::to_string(state_->size()));
+    } catch (const Failure&) {
+      startRefusal(info.Env(), spec.firstTag, timeout);
+      throw;
+    }
     auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
     return job->start(info.Env());
   });
+}
+
+Napi::Value GlooGroup::Refuse(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    const auto timeout = timeoutArg(info[0]);
+    startRefusal(info.Env(), state_->takeTags(), timeout);
+    return info.Env().Undefined();
+  });
+}
+
+void GlooGroup::startRefusal(Napi::Env env, uint32_t firstTag, std::chrono::milliseconds timeout) {
+  try {
+    CollectiveJob::Spec spec{CollectiveJob::Kind::Refused, {}, CollectiveJob::Op::Sum, 0, firstTag};
+    auto job = std::make_shared<CollectiveJob>(env, state_, std::vector<PinnedBytes>{}, timeout, std::move(spec));
+    Napi::Object handle = job->start(env);
+    // Nobody awaits it: the refusal this rank reports is its own error; its peers report theirs.
+    Napi::Object promise = handle.Get("promise").As<Napi::Object>();
+    promise.Get("catch").As<Napi::Function>().Call(promise, {Napi::Function::New(env, [](const Napi::CallbackInfo&) {})});
+  } catch (const std::exception&) {
+    // No thread for it (or the group is gone): the refusal itself is still what the caller hears of.
+  }
 }
 
 Napi::Value GlooGroup::Destroy(const Napi::CallbackInfo& info) {

@@ -29,6 +29,8 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   Napi::Value Receive(const Napi::CallbackInfo& info);
   Napi::Value Allreduce(const Napi::CallbackInfo& info);
   Napi::Value Broadcast(const Napi::CallbackInfo& info);
+  // Takes part in the next collective as a rank that refused it (see Allreduce).
+  Napi::Value Refuse(const Napi::CallbackInfo& info);
   Napi::Value Destroy(const Napi::CallbackInfo& info);
   Napi::Value Sweep(const Napi::CallbackInfo& info);
   Napi::Value Publish(const Napi::CallbackInfo& info);
@@ -36,6 +38,7 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   static Napi::Value Published(const Napi::CallbackInfo& info);
 
   Napi::Value Transfer(const Napi::CallbackInfo& info, bool sending);
+  void startRefusal(Napi::Env env, uint32_t firstTag, std::chrono::milliseconds timeout);
 
   std::shared_ptr<GroupState> state_;
   // A wrapper made by Group.attach(name) in another environment: it never closes the group.

@@ -51,15 +51,21 @@ export interface NativeGroup {
   send(peer: number, objectId: string, buffers: ReadonlyArray<Uint8Array>, timeoutMs: number): NativeOperation
   /** Receives into every buffer from `peer`: exactly their lengths, after checking the sender's header. */
   receive(peer: number, objectId: string, buffers: ReadonlyArray<Uint8Array>, timeoutMs: number): NativeOperation
-  /** In place, one tensor after the other; `dtypes` names each buffer's element type. */
+  /**
+   * In place, one tensor after the other; `dtypes` names each buffer's element type. The ranks first
+   * compare what they pass: where they differ every rank rejects with code "shape". A call this rank
+   * refuses (code "usage" or "dtype") still takes its part as refused, so that the others reject at once.
+   */
   allreduce(
     buffers: ReadonlyArray<Uint8Array>,
     dtypes: ReadonlyArray<string>,
     op: "sum" | "product" | "min" | "max",
     timeoutMs: number,
   ): NativeOperation
-  /** In place: the root's buffers overwrite everyone else's. */
+  /** In place: the root's buffers overwrite everyone else's; compared and refused as `allreduce`. */
   broadcast(buffers: ReadonlyArray<Uint8Array>, root: number, timeoutMs: number): NativeOperation
+  /** Takes this rank's part in the next collective as refused (a check before the addon failed): the others reject with code "shape". */
+  refuse(timeoutMs: number): void
   /** Aborts running operations and closes the pairs; later operations reject with code "closed". Not on an attached group. */
   destroy(): void
   /** Lets go of what aborted operations left posted on pairs that have closed since (a peer died); from any thread. */

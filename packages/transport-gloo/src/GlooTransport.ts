@@ -159,6 +159,19 @@ const strandedInGroups = (): Array<string> => {
   })
 }
 
+/**
+ * A collective's checks on this rank: one that fails still takes its part, as refused, so that the
+ * other ranks fail at once and every rank's next collective lines up (AddonTypes' `refuse`).
+ */
+const refusing = <A>(native: NativeGroup, timeoutMs: number, check: () => A): A => {
+  try {
+    return check()
+  } catch (error) {
+    native.refuse(timeoutMs)
+    throw error
+  }
+}
+
 export const gloo = defineTransport({
   name: TRANSPORT,
   // Groups are published natively, so a main thread receives through the agent's group itself.
@@ -232,24 +245,30 @@ export const gloo = defineTransport({
   allreduce: async ({ group, tensors, op, signal, writesUntil }) => {
     const what = `gloo allreduce (${op}) in group "${group}"`
     const native = groupOf(group)
-    for (const t of tensors) {
-      if (!reducibleDTypes.includes(t.dtype)) {
-        throw new DTypeError({ message: `${what}: gloo cannot reduce ${t.dtype}; it reduces ${reducibleDTypes.join(", ")}` })
-      }
-    }
-    const buffers = tensors.map((t) => inPlaceBytes(t, what))
     const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
+    const buffers = refusing(native, timeoutMs, () => {
+      if (signal.aborted) throw signal.reason
+      for (const t of tensors) {
+        if (!reducibleDTypes.includes(t.dtype)) {
+          throw new DTypeError({ message: `${what}: gloo cannot reduce ${t.dtype}; it reduces ${reducibleDTypes.join(", ")}` })
+        }
+      }
+      return tensors.map((t) => inPlaceBytes(t, what))
+    })
     await run(native, () => native.allreduce(buffers, tensors.map((t) => t.dtype), op, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 
   broadcast: async ({ group, tensors, root, signal, writesUntil }) => {
     const what = `gloo broadcast from rank ${root} in group "${group}"`
     const native = groupOf(group)
-    if (!Number.isInteger(root) || root < 0 || root >= native.size) {
-      throw new UnsupportedOperationError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})` })
-    }
-    const buffers = tensors.map((t) => inPlaceBytes(t, what))
     const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
+    const buffers = refusing(native, timeoutMs, () => {
+      if (signal.aborted) throw signal.reason
+      if (!Number.isInteger(root) || root < 0 || root >= native.size) {
+        throw new UnsupportedOperationError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})` })
+      }
+      return tensors.map((t) => inPlaceBytes(t, what))
+    })
     await run(native, () => native.broadcast(buffers, root, timeoutMs), signal, what, timeoutMs, writesUntil)
   },
 

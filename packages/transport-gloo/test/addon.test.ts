@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { GlooAddon } from "../src/AddonTypes.ts"
 import { thrown } from "../../core/test/helpers/errors.ts"
-import { Peer, connectGroup, failureOf } from "./fixtures/peers.ts"
+import { Peer, type PeerFailure, connectGroup, failureOf } from "./fixtures/peers.ts"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -347,6 +347,25 @@ describe("collectives the ranks disagree on", () => {
       const failures = await Promise.all(peers.map((p, rank) => failureOf(p.call(...args(rank)))))
       for (const failure of failures) expect(failure, what).toMatchObject({ code: "shape", message: expect.stringMatching(message) })
       expect(await peers[0].call("broken"), what).toBeUndefined()
+    }
+    // A rank that refuses its part before it starts (here the addon's own check; the transport's
+    // checks call refuse()) still takes part: the others fail at once, naming it.
+    const refusals: Array<[(p: Peer) => Promise<unknown>, string | undefined]> = [
+      [(p) => p.call("allreduce", { names: ["small"], dtypes: ["uint8", "uint8"], reduce: "sum" }), "usage"],
+      [(p) => p.call("refuse"), undefined],
+    ]
+    for (const [refuse, code] of refusals) {
+      const started = Date.now()
+      const [refused, ...others] = await Promise.allSettled([
+        refuse(peers[0]!),
+        ...peers.slice(1).map((p) => p.call("allreduce", { names: ["small"], dtypes: ["uint8"], reduce: "sum" })),
+      ])
+      expect(refused.status === "rejected" ? (refused.reason as PeerFailure).code : undefined).toBe(code)
+      for (const other of others) {
+        expect(other.status).toBe("rejected")
+        expect((other as PromiseRejectedResult).reason).toMatchObject({ code: "shape", message: expect.stringContaining("rank 0 refused its part") })
+      }
+      expect(Date.now() - started).toBeLessThan(5_000)
     }
     // In step still: an agreed collective after them works.
     await Promise.all(peers.map((p, rank) => p.call("write", { name: "f", dtype: "float32", values: [rank + 1] })))
