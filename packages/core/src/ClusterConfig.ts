@@ -70,7 +70,7 @@ const ListenAddress = Schema.String.check(
 const InterfaceName = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_.:@-]{1,15}$/, { expected: "a network interface name (at most 15 characters)" }))
 const DNS_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/
 const DnsNameOrAddress = Schema.String.check(
-  Schema.makeFilter((text: string) => DNS_NAME.test(text) || (isIP(text) !== 0 && !text.includes("%")), {
+  Schema.makeFilter((text: string) => DNS_NAME.test(text) || addressBytes(text) !== undefined, {
     expected: "a host name (dot-separated labels of letters, digits and inner dashes) or an IP address without a zone",
   }),
 )

@@ -107,7 +107,7 @@ void CollectiveJob::post() {
   }
 }
 
-void CollectiveJob::agree() {
+void CollectiveJob::agree(const ::gloo::Context& context) {
   try {
     waitAll();
   } catch (const Failure& failure) {
@@ -115,11 +115,10 @@ void CollectiveJob::agree() {
     if (failure.code() == FailureCode::Aborted && group().closed()) throw Failure(FailureCode::Closed, "the group was destroyed");
     throw;
   }
-  const auto context = group().context();
   // A refusing rank reports its own error; it only had to take part.
   if (spec_.kind == Kind::Refused) return;
-  const Header& mine = (*headers_)[static_cast<size_t>(context->rank)];
-  for (int rank = 0; rank < context->size; rank++) {
+  const Header& mine = (*headers_)[static_cast<size_t>(context.rank)];
+  for (int rank = 0; rank < context.size; rank++) {
     const Header& theirs = (*headers_)[static_cast<size_t>(rank)];
     if (theirs == mine) continue;
     const std::string what = spec_.kind == Kind::Allreduce ? "allreduce" : "broadcast";
@@ -128,8 +127,8 @@ void CollectiveJob::agree() {
     if (theirs[0] == static_cast<uint64_t>(Kind::Refused)) why = other + " refused its part (its own error says why)";
     else if (theirs[0] != mine[0]) why = other + " runs another collective at this point";
     else if (theirs[1] != mine[1]) why = other + (spec_.kind == Kind::Allreduce ? " reduces with another op" : " names another root");
-    else if (theirs[2] != mine[2] || theirs[3] != mine[3]) why = other + " passes " + describe(theirs) + ", rank " + std::to_string(context->rank) + " " + describe(mine);
-    else why = other + " passes tensors of other sizes or dtypes than rank " + std::to_string(context->rank);
+    else if (theirs[2] != mine[2] || theirs[3] != mine[3]) why = other + " passes " + describe(theirs) + ", rank " + std::to_string(context.rank) + " " + describe(mine);
+    else why = other + " passes tensors of other sizes or dtypes than rank " + std::to_string(context.rank);
     // Every rank saw every header: each fails alike, and the group goes on in step.
     throw Failure(FailureCode::Shape, "the ranks of the " + what + " disagree: " + why + "; every rank must pass tensors of the same shapes and dtypes, the same op and root");
   }
@@ -138,7 +137,7 @@ void CollectiveJob::agree() {
 void CollectiveJob::run() {
   auto context = group().context();
   // Gloo ends the process when a rank's buffer differs in size from its peer's: the ranks compare what they pass first.
-  agree();
+  agree(*context);
   for (size_t i = 0; i < memory().size(); i++) {
     if (aborted()) throw Failure(FailureCode::Aborted, "aborted");
     const PinnedBytes& m = memory()[i];

@@ -47,7 +47,7 @@ class CollectiveJob : public Job {
  private:
   // Waits for the peers' headers and compares them with this rank's: a Shape failure on every rank
   // where they differ, before any tensor moves.
-  void agree();
+  void agree(const ::gloo::Context& context);
 
   Spec spec_;
   // Every rank's header, by rank: this rank's is sent, the others' received into it.

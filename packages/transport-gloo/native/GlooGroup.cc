@@ -209,13 +209,25 @@ Napi::Value GlooGroup::Receive(const Napi::CallbackInfo& info) {
 // A collective's block of tags is taken before any check that one rank may fail alone: a rank that
 // refuses its part still takes part, with a "refused" header (startRefusal), so that every rank's
 // next collective takes the same block and the others fail at once instead of waiting for it.
+// `check` reads the arguments into `spec` and returns the buffers.
+Napi::Value GlooGroup::Collective(Napi::Env env, CollectiveJob::Kind kind, std::chrono::milliseconds timeout,
+                                  const std::function<std::vector<Napi::Uint8Array>(CollectiveJob::Spec&)>& check) {
+  CollectiveJob::Spec spec{kind, {}, CollectiveJob::Op::Sum, 0, state_->takeTags()};
+  std::vector<Napi::Uint8Array> buffers;
+  try {
+    buffers = check(spec);
+  } catch (const Failure&) {
+    startRefusal(env, spec.firstTag, timeout);
+    throw;
+  }
+  auto job = std::make_shared<CollectiveJob>(env, state_, pin(buffers), timeout, std::move(spec));
+  return job->start(env);
+}
+
 Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const auto timeout = timeoutArg(info[3]);
-    CollectiveJob::Spec spec{CollectiveJob::Kind::Allreduce, {}, CollectiveJob::Op::Sum, 0, state_->takeTags()};
-    std::vector<Napi::Uint8Array> buffers;
-    try {
-      buffers = collectiveBuffersArg(info, 0);
+    return Collective(info.Env(), CollectiveJob::Kind::Allreduce, timeoutArg(info[3]), [&](CollectiveJob::Spec& spec) {
+      auto buffers = collectiveBuffersArg(info, 0);
       if (!info[1].IsArray() || info[1].As<Napi::Array>().Length() != buffers.size()) usage("dtypes must name the dtype of every buffer");
       Napi::Array dtypes = info[1].As<Napi::Array>();
       for (uint32_t i = 0; i < dtypes.Length(); i++) {
@@ -232,30 +244,19 @@ Napi::Value GlooGroup::Allreduce(const Napi::CallbackInfo& info) {
       else if (op == "min") spec.op = CollectiveJob::Op::Min;
       else if (op == "max") spec.op = CollectiveJob::Op::Max;
       else usage("unknown reduce op \"" + op + "\"");
-    } catch (const Failure&) {
-      startRefusal(info.Env(), spec.firstTag, timeout);
-      throw;
-    }
-    auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
-    return job->start(info.Env());
+      return buffers;
+    });
   });
 }
 
 Napi::Value GlooGroup::Broadcast(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&]() -> Napi::Value {
-    const auto timeout = timeoutArg(info[2]);
-    CollectiveJob::Spec spec{CollectiveJob::Kind::Broadcast, {}, CollectiveJob::Op::Sum, 0, state_->takeTags()};
-    std::vector<Napi::Uint8Array> buffers;
-    try {
-      buffers = collectiveBuffersArg(info, 0);
+    return Collective(info.Env(), CollectiveJob::Kind::Broadcast, timeoutArg(info[2]), [&](CollectiveJob::Spec& spec) {
+      auto buffers = collectiveBuffersArg(info, 0);
       spec.root = rankArg(info, 1, "root");
       if (spec.root >= state_->size()) usage("root " + std::to_string(spec.root) + " is not a rank of a group of " + std::to_string(state_->size()));
-    } catch (const Failure&) {
-      startRefusal(info.Env(), spec.firstTag, timeout);
-      throw;
-    }
-    auto job = std::make_shared<CollectiveJob>(info.Env(), state_, pin(buffers), timeout, std::move(spec));
-    return job->start(info.Env());
+      return buffers;
+    });
   });
 }
 

@@ -1,11 +1,15 @@
 #pragma once
 
+#include "CollectiveJob.h"
 #include "GroupState.h"
 
 #include <napi.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tensorlane::gloo {
 
@@ -38,6 +42,8 @@ class GlooGroup : public Napi::ObjectWrap<GlooGroup> {
   static Napi::Value Published(const Napi::CallbackInfo& info);
 
   Napi::Value Transfer(const Napi::CallbackInfo& info, bool sending);
+  Napi::Value Collective(Napi::Env env, CollectiveJob::Kind kind, std::chrono::milliseconds timeout,
+                         const std::function<std::vector<Napi::Uint8Array>(CollectiveJob::Spec&)>& check);
   void startRefusal(Napi::Env env, uint32_t firstTag, std::chrono::milliseconds timeout);
 
   std::shared_ptr<GroupState> state_;

@@ -88,8 +88,8 @@ class Job : public std::enable_shared_from_this<Job> {
   std::mutex mutex_;
   bool aborted_ = false;
   bool finished_ = false;
-  // Declared before the buffers that point into it: members go in reverse order, so a job destroyed
-  // with buffers still posted lets go of them before of their memory.
+  // Declared before the buffers that point into it: members are destroyed in reverse order, so a job
+  // destroyed with buffers still posted lets go of them before their memory.
   std::vector<std::shared_ptr<void>> owned_;
   std::vector<Tracked> tracked_;
 

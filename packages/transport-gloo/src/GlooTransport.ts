@@ -160,11 +160,13 @@ const strandedInGroups = (): Array<string> => {
 }
 
 /**
- * A collective's checks on this rank: one that fails still takes its part, as refused, so that the
- * other ranks fail at once and every rank's next collective lines up (AddonTypes' `refuse`).
+ * A collective's checks on this rank, an aborted signal first: one that fails still takes its part,
+ * as refused, so that the other ranks fail at once and every rank's next collective lines up
+ * (AddonTypes' `refuse`).
  */
-const refusing = <A>(native: NativeGroup, timeoutMs: number, check: () => A): A => {
+const refusing = <A>(native: NativeGroup, timeoutMs: number, signal: AbortSignal, check: () => A): A => {
   try {
+    if (signal.aborted) throw signal.reason
     return check()
   } catch (error) {
     native.refuse(timeoutMs)
@@ -246,8 +248,7 @@ export const gloo = defineTransport({
     const what = `gloo allreduce (${op}) in group "${group}"`
     const native = groupOf(group)
     const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
-    const buffers = refusing(native, timeoutMs, () => {
-      if (signal.aborted) throw signal.reason
+    const buffers = refusing(native, timeoutMs, signal, () => {
       for (const t of tensors) {
         if (!reducibleDTypes.includes(t.dtype)) {
           throw new DTypeError({ message: `${what}: gloo cannot reduce ${t.dtype}; it reduces ${reducibleDTypes.join(", ")}` })
@@ -262,8 +263,7 @@ export const gloo = defineTransport({
     const what = `gloo broadcast from rank ${root} in group "${group}"`
     const native = groupOf(group)
     const timeoutMs = readSetting(WAIT_TIMEOUT_MS)
-    const buffers = refusing(native, timeoutMs, () => {
-      if (signal.aborted) throw signal.reason
+    const buffers = refusing(native, timeoutMs, signal, () => {
       if (!Number.isInteger(root) || root < 0 || root >= native.size) {
         throw new UnsupportedOperationError({ message: `${what}: the root must be a rank of the group (0 to ${native.size - 1})` })
       }
