@@ -13,7 +13,7 @@ import { encodeFrame } from "../../packages/core/src/internal/frame.ts"
 import { HostWorker } from "../fixtures/hostActors.ts"
 import { rejection } from "../helpers.ts"
 import { type Harness, harnessUnavailable, startHosts } from "./harness.ts"
-import { HOST_TRANSPORTS, type RunningNode, startNode, stopNode } from "./nodes.ts"
+import { HOST_TRANSPORTS, type RunningNode, failedNode, startNode, stopNode } from "./nodes.ts"
 
 const unavailable = harnessUnavailable()
 if (unavailable !== undefined) console.warn(`skipping the multi-host tests of a node's bounds: ${unavailable}`)
@@ -117,6 +117,28 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
   }, 30_000)
 
   // Last: the node stops.
+  it("a second node of the host fails with NodeStartError naming the port it cannot listen on, its own or its engine's; the first serves on", async () => {
+    const withPort = (name: string, port: number): string => {
+      const file = path.join(path.dirname(env.clusterFile), name)
+      const config = JSON.parse(fs.readFileSync(env.clusterFile, "utf8")) as { hosts: Array<Record<string, unknown>> }
+      config.hosts[0]!.port = port
+      fs.writeFileSync(file, JSON.stringify(config))
+      return file
+    }
+    const same = await failedNode(env, "h1", env.clusterFile)
+    expect(same.code).toBe(1)
+    expect(same.output).toMatch(new RegExp(`^NodeStartError: node h1 cannot listen on ${host.replaceAll(".", "\\.")}:${NODE_PORT}: .*EADDRINUSE.*; another process listens there`))
+    // Its engine's port is the next one: the running node's own.
+    const below = withPort("below.json", NODE_PORT - 1)
+    const engine = await failedNode(env, "h1", below)
+    expect(engine.code).toBe(1)
+    expect(engine.output).toContain(`NodeStartError: node h1 cannot listen on ${host}:${NODE_PORT}, the cluster engine's port (the one after the host's): `)
+    expect(engine.output).toContain(`another process listens there (this host's node, already running?): stop it, or give the host another port in ${below}`)
+    const [worker] = await cluster.spawn(HostWorker, { host: "h1" })
+    expect((await cluster.get(worker!.where())).pid).toBeGreaterThan(0)
+    await cluster.kill(worker!)
+  }, 60_000)
+
   it("a node stopped with SIGTERM exits at once although a driver keeps a connection open that the node has ended", async () => {
     const socket = await connect()
     const answered = new Promise((resolve) => socket.once("data", resolve))

@@ -35,6 +35,16 @@ export const startNode = (env: Harness, name: string, config = env.clusterFile):
     })
   })
 
+/** Runs the node of host `name` where it cannot start: resolves with its exit code and what it printed. */
+export const failedNode = (env: Harness, name: string, config: string): Promise<{ readonly code: number | null; readonly output: string }> =>
+  new Promise((resolve) => {
+    const child = env.exec(name, [process.execPath, CLI, "node", "--config", config, "--name", name])
+    let output = ""
+    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    child.once("close", (code) => resolve({ code, output }))
+  })
+
 /** Ends a node with SIGTERM (it ends its actors) and waits for its exit. */
 export const stopNode = async (node: RunningNode): Promise<void> => {
   if (node.child.exitCode !== null || node.child.signalCode !== null) return

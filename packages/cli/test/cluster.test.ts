@@ -350,3 +350,49 @@ describe("doctor --cluster's Postgres check", () => {
     }
   })
 })
+
+describe("tensorlane node", () => {
+  /** A loopback port no one listens on (listened on, then closed). */
+  const freePort = async (): Promise<number> => {
+    const server = net.createServer()
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const { port } = server.address() as net.AddressInfo
+    await new Promise((resolve) => server.close(resolve))
+    return port
+  }
+
+  it("names the port it cannot listen on, and the Postgres it cannot use, with what to do, and leaves its port free", async () => {
+    const holder = net.createServer()
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve))
+    const held = (holder.address() as net.AddressInfo).port
+    try {
+      const taken = variant((_, config) => {
+        config.hosts[0].port = held
+      })
+      expect(await tensorlane(["node", "--config", taken, "--name", "h1"])).toEqual({
+        code: 1,
+        stdout: "",
+        stderr: `NodeStartError: node h1 cannot listen on 127.0.0.1:${held}: listen EADDRINUSE: address already in use 127.0.0.1:${held}; another process listens there (this host's node, already running?): stop it, or give the host another port in ${taken}\n`,
+      })
+    } finally {
+      await new Promise((resolve) => holder.close(resolve))
+    }
+    const port = await freePort()
+    // Nothing listens on port 1.
+    const noPostgres = variant((_, config) => {
+      config.hosts[0].port = port
+      config.postgres.port = 1
+    })
+    const run = await tensorlane(["node", "--config", noPostgres, "--name", "h1"])
+    expect(run).toMatchObject({ code: 1, stdout: "" })
+    expect(run.stderr).toBe(
+      "NodeStartError: node h1 cannot use the cluster's Postgres at 127.0.0.1:1 (database tensorlane as tensorlane): PgConnection: Failed to connect " +
+        "(connect ECONNREFUSED 127.0.0.1:1); start it, or make it reachable from this host, then start the node again " +
+        `(\`tensorlane doctor --cluster ${noPostgres}\` checks the connection, its TLS and the role)\n`,
+    )
+    // The node closed its own port before it exited.
+    const again = net.createServer()
+    await new Promise<void>((resolve, reject) => again.once("error", reject).listen(port, "127.0.0.1", resolve))
+    await new Promise((resolve) => again.close(resolve))
+  })
+})

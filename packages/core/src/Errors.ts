@@ -164,6 +164,16 @@ export class ClusterConfigError extends Schema.TaggedError<ClusterConfigError>()
 }) {}
 
 /**
+ * A host's node that could not start: its address and port, or its engine's (the port after it),
+ * taken or not this machine's, or the cluster's Postgres unreachable or refusing the cluster's role.
+ * Says what it tried and what to do.
+ */
+export class NodeStartError extends Schema.TaggedError<NodeStartError>()("NodeStartError", {
+  message: Schema.String,
+  host: Schema.String,
+}) {}
+
+/**
  * A certificate or key of a cluster that is missing, unreadable, malformed, not signed by the
  * cluster's CA, outside its dates, or not naming `identity`; or a peer presenting such a certificate.
  */

@@ -19,7 +19,7 @@ import type * as tls from "node:tls"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { Runners } from "effect/cluster"
 import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
-import { ActorDiedError, ActorLimitError, InvalidArgumentError } from "./Errors.js"
+import { ActorDiedError, ActorLimitError, InvalidArgumentError, NodeStartError } from "./Errors.js"
 import { type LaunchedActor, launchActor } from "./internal/actorLaunch.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, liveHosts, runnerAddressOf, runnerLayer } from "./internal/engine.js"
 import { tlsServer } from "./internal/connection.js"
@@ -102,6 +102,51 @@ const gpuCount = (): number => {
   }
 }
 
+/** What to do about an address and port the node could not listen on, by the system's error code. */
+const listenFix = (code: string | undefined, file: string): string => {
+  switch (code) {
+    case "EADDRINUSE":
+      return `another process listens there (this host's node, already running?): stop it, or give the host another port in ${file}`
+    case "EADDRNOTAVAIL":
+      return `the address is not this machine's: run the node on the machine that has it, or correct the host's address in ${file}`
+    case "EACCES":
+      return `a port below 1024 needs privileges: give the host a port of 1024 or more in ${file}`
+    default:
+      return `give the host an address and port this machine can listen on in ${file}`
+  }
+}
+
+/** The system's error under a listen failure: Node's own, or the one under an Effect socket server's failure. */
+const systemError = (error: unknown): { readonly code?: string; readonly message?: string } | undefined =>
+  (error as { reason?: { cause?: { code?: string; message?: string } } })?.reason?.cause ?? (error as { code?: string; message?: string } | undefined)
+
+const cannotListen = (config: ClusterConfig, host: ClusterHost, port: number, whose: string, error: unknown): NodeStartError => {
+  const cause = systemError(error)
+  return new NodeStartError({
+    message: `node ${host.name} cannot listen on ${host.address}:${port}${whose}: ${cause?.message ?? String(error)}; ${listenFix(cause?.code, config.file)}`,
+    host: host.name,
+  })
+}
+
+/**
+ * The engine's start failing, as what the user can act on: Postgres not answering or refusing the
+ * cluster's role, or the engine's port taken; anything else as it came.
+ */
+const engineFailure = (config: ClusterConfig, host: ClusterHost, error: unknown): unknown => {
+  const tag = (error as { _tag?: unknown } | undefined)?._tag
+  if (tag === "SocketServerError") return cannotListen(config, host, runnerAddressOf(host).port, ", the cluster engine's port (the one after the host's)", error)
+  if (tag !== "SqlError") return error
+  const pg = config.postgres
+  const cause = systemError(error)?.message
+  return new NodeStartError({
+    message:
+      `node ${host.name} cannot use the cluster's Postgres at ${pg.host}:${pg.port} (database ${pg.database} as ${pg.user}): ` +
+      `${(error as Error).message}${cause === undefined ? "" : ` (${cause})`}; start it, or make it reachable from this host, ` +
+      `then start the node again (\`tensorlane doctor --cluster ${config.file}\` checks the connection, its TLS and the role)`,
+    host: host.name,
+  })
+}
+
 export class TensorlaneNode {
   private readonly drivers = new Map<string, AdmittedDriver>()
   /** The connections accepted and not closed: closing the node destroys those left. */
@@ -123,7 +168,10 @@ export class TensorlaneNode {
     this.server.maxConnections = 2 * this.maxActors
   }
 
-  /** Loads the config and the host's credentials, and listens on the host's address and port. */
+  /**
+   * Loads the config and the host's credentials, listens on the host's address and port, and joins
+   * the cluster's engine; NodeStartError where a port is taken or Postgres cannot be used.
+   */
   static async start(options: NodeOptions): Promise<TensorlaneNode> {
     const config = loadClusterConfig(options.config)
     const host = config.hosts.find((h) => h.name === options.name)
@@ -131,10 +179,14 @@ export class TensorlaneNode {
       throw new InvalidArgumentError({ message: `${options.name} is not a host of ${config.file} (its hosts: ${config.hosts.map((h) => h.name).join(", ")})`, argument: "name" })
     }
     const node = new TensorlaneNode(host, config, tlsOptionsFor(config, host.name))
-    await new Promise<void>((resolve, reject) => {
-      node.server.once("error", reject)
-      node.server.listen({ host: host.address, port: host.port }, () => resolve())
-    })
+    try {
+      await new Promise<void>((resolve, reject) => {
+        node.server.once("error", reject)
+        node.server.listen({ host: host.address, port: host.port }, () => resolve())
+      })
+    } catch (error) {
+      throw cannotListen(config, host, host.port, "", error)
+    }
     node.leaseWatch = node.watchLeases()
     const entity = NodeEntity.toLayer(
       NodeEntity.of({
@@ -149,7 +201,7 @@ export class TensorlaneNode {
       await engine.context()
     } catch (error) {
       await node.close()
-      throw error
+      throw engineFailure(config, host, error)
     }
     return node
   }
