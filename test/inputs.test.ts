@@ -130,7 +130,7 @@ describe("bad inputs get typed errors that say what was wrong", () => {
     await expect(b.createCollectiveGroup([wb, pool], undefined as never)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "backend" })
     // Refused before any member hears of it, not a wait for members that drop the request.
     await expect(b.createCollectiveGroup([], { backend: "socketpair" })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "actors" })
-    for (const name of [5, "", null] as Array<never>) {
+    for (const name of [5, "", null, "g".repeat(257), "a\0b"] as Array<never>) {
       await expect(b.createCollectiveGroup([wb, pool], { backend: "socketpair", name, timeoutMs: 60_000 })).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "name" })
     }
     expect(b.listGroups()).toEqual([])

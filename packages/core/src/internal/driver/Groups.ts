@@ -80,8 +80,11 @@ export class Groups {
       throw new InvalidArgumentError({ message: `createCollectiveGroup needs { backend }, the name of a transport, not ${describe(options?.backend)}`, argument: "backend" })
     }
     const timeoutMs = checkTimeout(options.timeoutMs, "timeoutMs") ?? this.driver.transferTimeoutMs
-    if (options.name !== undefined && (typeof options.name !== "string" || options.name === "")) {
-      throw new InvalidArgumentError({ message: `a group's name must be a non-empty string, not ${describe(options.name)}`, argument: "name" })
+    if (options.name !== undefined && (typeof options.name !== "string" || !/^[^\0]{1,256}$/u.test(options.name))) {
+      throw new InvalidArgumentError({
+        message: `a group's name must be a string of 1 to 256 characters without NUL, not ${describe(options.name)}`,
+        argument: "name",
+      })
     }
     const backend = options.backend.toLowerCase()
     const transports = this.driver.runtime.transports
