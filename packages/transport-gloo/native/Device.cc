@@ -5,11 +5,17 @@
 #include <tensorlane/Settings.h>
 
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/loop.h>
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -109,7 +115,42 @@ std::shared_ptr<::gloo::transport::Device> createOnCpus(std::optional<RankShare>
   return create();
 }
 
+// In the device's loop: a semaphore eventfd, readable while any Ticking counts on it (level-triggered,
+// so the loop's wait returns at once for as long as it is). -1 where the loop would not take it.
+std::atomic<int> tickerFd{-1};
+
+struct Ticker final : ::gloo::transport::tcp::Handler {
+  // Never reads the eventfd: the Tickings that wrote to it read their counts back.
+  void handleEvents(int) override {}
+};
+
+void registerTicker(::gloo::transport::Device& device) {
+  auto* tcp = dynamic_cast<::gloo::transport::tcp::Device*>(&device);
+  if (tcp == nullptr) return;
+  const int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
+  if (fd < 0) return;
+  // Never destroyed, as the device: its loop may call it until the process ends.
+  static Ticker* ticker = new Ticker();
+  try {
+    tcp->registerDescriptor(fd, EPOLLIN, ticker);
+    tickerFd.store(fd);
+  } catch (const std::exception&) {
+    // Closing pairs then waits for the loop's own rounds, as gloo does.
+    ::close(fd);
+  }
+}
+
 }  // namespace
+
+Device::Ticking::Ticking() : fd_(tickerFd.load()) {
+  const uint64_t one = 1;
+  if (fd_ >= 0 && write(fd_, &one, sizeof(one)) != sizeof(one)) fd_ = -1;
+}
+
+Device::Ticking::~Ticking() {
+  uint64_t count = 0;
+  if (fd_ >= 0) [[maybe_unused]] const ssize_t read = ::read(fd_, &count, sizeof(count));
+}
 
 std::string Device::host() {
   return setting("TENSORLANE_GLOO_HOST").value_or("127.0.0.1");
@@ -127,6 +168,7 @@ std::shared_ptr<::gloo::transport::Device> Device::shared(std::optional<RankShar
     attr.ai_family = AF_UNSPEC;
     try {
       device = createOnCpus(share, [&] { return ::gloo::transport::tcp::CreateDevice(attr); });
+      registerTicker(*device);
     } catch (const Failure&) {
       throw;
     } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "ExtContext.h"
 
+#include "Device.h"
+
 #include "Sockets.h"
 
 #include <gloo/transport/context.h>
@@ -139,6 +141,7 @@ void ExtContext::closePairs() {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
+    const Device::Ticking ticking;
     for (int peer = 0; peer < size; peer++) {
       if (peer == rank) continue;
       auto& pair = transportContext_->getPair(peer);

@@ -445,6 +445,32 @@ describe("malformed address blobs", () => {
   })
 })
 
+describe("destroying a group whose pairs never connected", () => {
+  // gloo's close of such a pair waits for its event loop's next round, up to 10 ms when idle: a
+  // group of 150 ranks took 1.5 s on the calling thread.
+  it("takes no round of the device's event loop per pair, and leaves the loop idle", async () => {
+    const script = `import { loadGlooAddon } from "@tensorlane/transport-gloo"
+      const { addon } = loadGlooAddon()
+      const group = new addon.Group(0, 150, 1000)
+      group.address()
+      const started = performance.now()
+      group.destroy()
+      const destroyMs = performance.now() - started
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      const before = process.cpuUsage()
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const { user, system } = process.cpuUsage(before)
+      console.log(JSON.stringify({ destroyMs, idleCpuMs: (user + system) / 1000 }))`
+    const stdout = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, ["--input-type=module", "-e", script], { timeout: 30_000 }, (error, out) => (error === null ? resolve(out) : reject(error)))
+    })
+    const { destroyMs, idleCpuMs } = JSON.parse(stdout) as { destroyMs: number; idleCpuMs: number }
+    expect(destroyMs).toBeLessThan(500)
+    // A loop left going round would take the whole half second of a CPU.
+    expect(idleCpuMs).toBeLessThan(100)
+  })
+})
+
 describe("gloo's own exceptions", () => {
   // fixtures/exhausted.mjs, in a process of its own with at most 256 open files: gloo's exception
   // (no descriptor left for a pair's socket) used to leave the JS call as no Napi::Error and abort
