@@ -238,10 +238,23 @@ describe("a fresh app, installed from a local registry, on a machine without Glo
     expect(succeeded(await inApp(["node", "transfer.mjs", "gloo"], 60_000))).toMatch(/^gloo: 4000000 bytes moved/m)
   })
 
-  it("`npx tensorlane install nixl` fetches NIXL without Python, and a tensor moves over nixl", async () => {
+  it("the fix the doctor names for a missing NIXL fetches it without Python, and a tensor moves over nixl", async () => {
     succeeded(await inApp(["npm", "install", "@tensorlane/transport-nixl", "--ignore-scripts"], 120_000))
-    console.log(succeeded(await inApp(["npx", "--no", "tensorlane", "install", "nixl"], 240_000)))
+    const before = JSON.parse(succeeded(await inApp(["npx", "--no", "tensorlane", "doctor", "--json"], 120_000))) as {
+      packages: Array<{ packageName: string; state: string; fix?: string }>
+    }
+    const missing = before.packages.find((p) => p.packageName === "@tensorlane/transport-nixl")
+    expect(missing).toMatchObject({ state: "missing library", fix: expect.stringMatching(/^npx -p @tensorlane\/cli tensorlane install nixl, /) })
+    console.log(succeeded(await inApp(missing!.fix!.split(",")[0]!.split(" "), 240_000)))
     expect(succeeded(await inApp(["node", "transfer.mjs", "nixl"], 60_000))).toMatch(/^nixl: 4000000 bytes moved/m)
+  })
+
+  it("the fixes' command runs the CLI where the project has not installed it, from the registry", async () => {
+    const bare = join(root, "bare")
+    fs.mkdirSync(bare)
+    const help = await inApp(["bash", "-c", `cd ${bare} && npx -p @tensorlane/cli tensorlane install`], 180_000)
+    expect(help.output).toMatch(/tensorlane install needs a target: /)
+    expect(fs.existsSync(join(bare, "node_modules"))).toBe(false)
   })
 
   it("the doctor reports gloo and nixl ready, their libraries from the app and the user's cache", async () => {

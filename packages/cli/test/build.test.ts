@@ -56,7 +56,7 @@ describe("tensorlane build", () => {
   it("builds gloo from the tarball's sources into the user cache, where the loader finds it with no platform package installed", { timeout: 600_000 }, async () => {
     const addon = join(cache, "tensorlane", "addons", "tensorlane-transport-gloo@0.1.0", "linux-x64", "tensorlane_gloo.node")
     const before = await glooStatusInApp()
-    expect(before).toMatchObject({ tag: "NativeLibraryError", fix: expect.stringMatching(/^npm install @tensorlane\/transport-gloo-linux-x64-gnu@0\.1\.0 .*, or npx tensorlane build gloo /) })
+    expect(before).toMatchObject({ tag: "NativeLibraryError", fix: expect.stringMatching(/^npm install @tensorlane\/transport-gloo-linux-x64-gnu@0\.1\.0 .*, or npx -p @tensorlane\/cli tensorlane build gloo /) })
     expect(before.tried).toEqual([
       "@tensorlane/transport-gloo-linux-x64-gnu/tensorlane_gloo.node (not installed)",
       addon,

@@ -145,12 +145,18 @@ const addonCandidates = (spec: NativeAddonSpec): ReadonlyArray<Candidate> => {
 
 const describeCandidate = (candidate: Candidate): string => (candidate.absent !== undefined ? `${candidate.path} (${candidate.absent})` : candidate.path)
 
+/**
+ * The CLI as a fix names it: npx's `-p` runs the project's own @tensorlane/cli where it is installed
+ * and fetches it where not, where a bare `npx tensorlane` would look for a package named "tensorlane".
+ */
+export const CLI_COMMAND = "npx -p @tensorlane/cli tensorlane"
+
 /** What to run when no candidate loads: fixes that work where the package is installed, and the repository's own in a checkout. */
 const fixOf = (spec: NativeAddonSpec): string => {
   const pkg = addonPackageOf(spec)
   const platformPackage = platformPackageOf(spec.packageName)
   const needs = `cmake and a C++ compiler${spec.buildNeeds !== undefined ? `, ${spec.buildNeeds}` : ""}`
-  const build = `npx tensorlane build ${buildArgumentOf(spec.packageName)} (a source build into ${sourceBuildDir(spec.packageName, pkg.version)}; needs ${needs})`
+  const build = `${CLI_COMMAND} build ${buildArgumentOf(spec.packageName)} (a source build into ${sourceBuildDir(spec.packageName, pkg.version)}; needs ${needs})`
   const fixes =
     platformPackage in pkg.optionalDependencies
       ? [`npm install ${platformPackage}@${pkg.optionalDependencies[platformPackage]} (the prebuilt addon for ${platformTag()})`, `or ${build}`]
@@ -321,7 +327,7 @@ export const libraryFix = (spec: NativeLibrarySpec): string => {
   const setup = repo !== undefined ? `, or, in the repository ${repo}: bash tools/setup.sh` : ""
   const override =
     spec.override.names === "file" ? `set ${spec.override.env} to the path of a ${spec.library}` : `point ${spec.override.env} at the folder that holds ${spec.library}`
-  return `npx tensorlane install ${spec.install}${setup}, or ${override}`
+  return `${CLI_COMMAND} install ${spec.install}${setup}, or ${override}`
 }
 
 /**

@@ -4,7 +4,7 @@
  * the typed error of each native failure, environment settings, and the status contract.
  */
 export { tensorlaneCacheDir } from "./CacheDir.js"
-export { nativeAddon, sourceBuildDir, type AddonOptions, type NativeAddon } from "./NativeAddon.js"
+export { CLI_COMMAND, nativeAddon, sourceBuildDir, type AddonOptions, type NativeAddon } from "./NativeAddon.js"
 export { nativePackage, type NativePackage, type NativePackageOptions, type RuntimeLibraryOptions } from "./NativePackage.js"
 export {
   CHECKOUT_LIBRARIES,

@@ -36,7 +36,7 @@ describe("nativeError", () => {
         _tag: "NativeLibraryError",
         library: "libtest.so.1",
         tried: [],
-        fix: `npx tensorlane install test, or, in the repository ${join(import.meta.dirname, "..", "..", "..")}: bash tools/setup.sh, or set TENSORLANE_TEST_LIBRARY to the path of a libtest.so.1`,
+        fix: `npx -p @tensorlane/cli tensorlane install test, or, in the repository ${join(import.meta.dirname, "..", "..", "..")}: bash tools/setup.sh, or set TENSORLANE_TEST_LIBRARY to the path of a libtest.so.1`,
       },
       system: { _tag: "TransferError", transport: "test" },
       io: { _tag: "TransferError", transport: "test" },

@@ -37,7 +37,7 @@ const spec = (names: "folder" | "file", moduleUrl = import.meta.url): NativeLibr
 })
 
 const REPO = join(import.meta.dirname, "..", "..", "..")
-const FIX_IN_CHECKOUT = `npx tensorlane install example, or, in the repository ${REPO}: bash tools/setup.sh, or point ${ENV} at the folder that holds libexample.so.1`
+const FIX_IN_CHECKOUT = `npx -p @tensorlane/cli tensorlane install example, or, in the repository ${REPO}: bash tools/setup.sh, or point ${ENV} at the folder that holds libexample.so.1`
 
 const xdgCacheHome = process.env.XDG_CACHE_HOME
 
@@ -90,7 +90,7 @@ describe("a package's addon", () => {
   it("is loaded on first use; one that is nowhere is a NativeLibraryError with every candidate and fixes that work outside the repository", () => {
     const addon = demoPackage(join(scratch, "app", "node_modules", "@example", "transport-demo"))
     expect(addon.loaded()).toBeUndefined()
-    const fix = `npm install @example/transport-demo-linux-x64-gnu@1.2.3 (the prebuilt addon for linux-x64-gnu), or npx tensorlane build @example/transport-demo (a source build into ${dirname(cached())}; needs cmake and a C++ compiler, libdemo-dev)`
+    const fix = `npm install @example/transport-demo-linux-x64-gnu@1.2.3 (the prebuilt addon for linux-x64-gnu), or npx -p @tensorlane/cli tensorlane build @example/transport-demo (a source build into ${dirname(cached())}; needs cmake and a C++ compiler, libdemo-dev)`
     expect(thrown(() => addon.load())).toMatchObject({
       _tag: "NativeLibraryError",
       library: "tensorlane_demo.node",
@@ -110,10 +110,10 @@ describe("a package's addon", () => {
     fs.writeFileSync(join(scratch, "repo", "packages", "demo", "package.json"), JSON.stringify({ name: "@tensorlane/transport-demo", version: "0.3.0" }))
     const repo = join(import.meta.dirname, "..", "..", "..")
     expect(thrown(() => addon.load())).toMatchObject({
-      fix: `no prebuilt addon for linux-x64-gnu: npx tensorlane build core (a source build into ${join(scratch, "cache", "tensorlane", "addons", "tensorlane-core@0.1.0", "linux-x64")}; needs cmake and a C++ compiler), or, in the repository ${repo}: bash tools/setup.sh`,
+      fix: `no prebuilt addon for linux-x64-gnu: npx -p @tensorlane/cli tensorlane build core (a source build into ${join(scratch, "cache", "tensorlane", "addons", "tensorlane-core@0.1.0", "linux-x64")}; needs cmake and a C++ compiler), or, in the repository ${repo}: bash tools/setup.sh`,
     })
     expect(thrown(() => inCheckout.load())).toMatchObject({
-      fix: expect.stringMatching(/^no prebuilt addon for linux-x64-gnu: npx tensorlane build demo .*, or, in the repository .*\/repo: bash tools\/setup\.sh$/),
+      fix: expect.stringMatching(/^no prebuilt addon for linux-x64-gnu: npx -p @tensorlane\/cli tensorlane build demo .*, or, in the repository .*\/repo: bash tools\/setup\.sh$/),
     })
   })
 })
@@ -155,7 +155,7 @@ describe("native library search", () => {
         library: "libexample.so.1",
         fix: FIX_IN_CHECKOUT,
         tried: libraryCandidates(spec("folder")),
-        message: expect.stringMatching(/^the example library \(libexample\.so\.1\) cannot be loaded\. Tried: .*dlopen .*libexample\.so\.1 failed.*dlopen libexample\.so failed.*Fix: npx tensorlane install example, /),
+        message: expect.stringMatching(/^the example library \(libexample\.so\.1\) cannot be loaded\. Tried: .*dlopen .*libexample\.so\.1 failed.*dlopen libexample\.so failed.*Fix: npx -p @tensorlane\/cli tensorlane install example, /),
       })
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
@@ -209,8 +209,8 @@ describe("native library search", () => {
         throw new Error("no")
       }))
       process.env[ENV] = "/nowhere/libexample.so.1"
-      expect(fail(import.meta.url)).toMatchObject({ fix: `npx tensorlane install example, or, in the repository ${REPO}: bash tools/setup.sh, or set ${ENV} to the path of a libexample.so.1` })
-      expect(fail(pathToFileURL(join(outside, "index.js")).href)).toMatchObject({ fix: `npx tensorlane install example, or set ${ENV} to the path of a libexample.so.1` })
+      expect(fail(import.meta.url)).toMatchObject({ fix: `npx -p @tensorlane/cli tensorlane install example, or, in the repository ${REPO}: bash tools/setup.sh, or set ${ENV} to the path of a libexample.so.1` })
+      expect(fail(pathToFileURL(join(outside, "index.js")).href)).toMatchObject({ fix: `npx -p @tensorlane/cli tensorlane install example, or set ${ENV} to the path of a libexample.so.1` })
     } finally {
       fs.rmSync(outside, { recursive: true, force: true })
     }

@@ -62,7 +62,7 @@ describe("the gloo addon's loader", () => {
     expect(error.tried).toEqual([missing])
     expect(error.message).toBe(`TENSORLANE_GLOO_ADDON names ${missing}, which does not exist: point it at a built tensorlane_gloo.node, or unset it to use the installed addon (${error.fix})`)
     expect(error.fix).toMatch(
-      /^npm install @tensorlane\/transport-gloo-linux-x64-gnu@0\.1\.0 \(the prebuilt addon for linux-x64-gnu\), or npx tensorlane build gloo \(a source build into .*; needs cmake and a C\+\+ compiler, libgloo-dev \(sudo apt-get install libgloo-dev\)\), or, in the repository .*: bash tools\/setup\.sh$/,
+      /^npm install @tensorlane\/transport-gloo-linux-x64-gnu@0\.1\.0 \(the prebuilt addon for linux-x64-gnu\), or npx -p @tensorlane\/cli tensorlane build gloo \(a source build into .*; needs cmake and a C\+\+ compiler, libgloo-dev \(sudo apt-get install libgloo-dev\)\), or, in the repository .*: bash tools\/setup\.sh$/,
     )
   })
 

@@ -2,6 +2,7 @@
  * NCCL versions and the features they gate. ncclGetVersion returns major * 10000 + minor * 100 +
  * patch since 2.9 (major * 1000 + minor * 100 + patch before).
  */
+import { CLI_COMMAND } from "@tensorlane/core/native"
 import { NcclVersionError } from "./Errors.js"
 
 export interface NcclVersion {
@@ -48,7 +49,7 @@ export const supports = (v: NcclVersion, feature: NcclFeature): boolean => wideC
 export const requireFeature = (v: NcclVersion, feature: NcclFeature, what: string): void => {
   if (supports(v, feature)) return
   throw new NcclVersionError({
-    message: `${what} needs NCCL >= ${ncclFeatures[feature]} (${feature}); the loaded libnccl.so.2 is ${formatNcclVersion(v)}. Install the wheel this version of @tensorlane/transport-nccl pins (npx tensorlane install nccl) or point TENSORLANE_NCCL_LIBRARY at a newer libnccl.so.2`,
+    message: `${what} needs NCCL >= ${ncclFeatures[feature]} (${feature}); the loaded libnccl.so.2 is ${formatNcclVersion(v)}. Install the wheel this version of @tensorlane/transport-nccl pins (${CLI_COMMAND} install nccl) or point TENSORLANE_NCCL_LIBRARY at a newer libnccl.so.2`,
     feature,
     required: ncclFeatures[feature],
     found: formatNcclVersion(v),

@@ -122,7 +122,7 @@ describe("a missing library", () => {
     })
     const error = JSON.parse(stdout)
     expect(error).toMatchObject({ tag: "NativeLibraryError", library: "libnccl.so.2", tried: ["/nonexistent/libnccl.so.2"] })
-    expect(error.fix).toMatch(/^npx tensorlane install nccl, or, in the repository .*: bash tools\/setup\.sh, .*TENSORLANE_NCCL_LIBRARY/)
+    expect(error.fix).toMatch(/^npx -p @tensorlane\/cli tensorlane install nccl, or, in the repository .*: bash tools\/setup\.sh, .*TENSORLANE_NCCL_LIBRARY/)
     expect(error.message).toMatch(/cannot be loaded\. Tried: \/nonexistent\/libnccl\.so\.2/)
   })
 })
