@@ -51,6 +51,19 @@ describe("real libraries", () => {
   })
 })
 
+describe("a rank 0 that cannot make the group's unique id", () => {
+  it("fails with NcclError, and the other members at once with ProtocolError, not at the group's timeout", async () => {
+    const ranks = await cluster.spawn(NcclWorker, { count: 2, env: { NCCL_SOCKET_IFNAME: "nosuchif0" } })
+    const started = Date.now()
+    const error = await rejection(() => cluster.createCollectiveGroup(ranks, { backend: "nccl", name: "no-interface", timeoutMs: 30_000 }))
+    expect(Date.now() - started).toBeLessThan(10_000)
+    expect(error).toMatchObject({ _tag: "NcclError" })
+    expect((error as Error).message).toMatch(/ncclGetUniqueId/)
+    expect(cluster.listGroups().map((g) => g.name)).not.toContain("no-interface")
+    for (const r of ranks) await cluster.kill(r)
+  })
+})
+
 describe("pool registration across actor processes (test doubles of NCCL and CUDA)", () => {
   const doubles = buildDoubles()
   const log = folder.log("actors")

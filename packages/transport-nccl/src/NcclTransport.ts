@@ -137,10 +137,21 @@ export const nccl = defineTransport({
     const what = `creating nccl group "${setup.name}" (rank ${setup.rank} of ${setup.worldSize})`
     const { addon, version } = loadCuda()
     const device = communicatorDevice()
-    const blobs = await setup.allGather(setup.rank === 0 ? addon.uniqueId() : new Uint8Array(0))
+    // Rank 0 takes part in the exchange even when it cannot make the id, so that the others fail at once.
+    let made: Uint8Array | Error = new Uint8Array(0)
+    if (setup.rank === 0) {
+      try {
+        made = addon.uniqueId()
+      } catch (error) {
+        made = toTensorlaneError(error, `${what}: ncclGetUniqueId`, { addon, device })
+      }
+    }
+    const blobs = await setup.allGather(made instanceof Uint8Array ? made : new Uint8Array(0))
+    if (made instanceof Error) throw made
     const id = blobs[0]
     if (!(id instanceof Uint8Array) || id.byteLength !== UNIQUE_ID_BYTES) {
-      throw new ProtocolError({ message: `${what}: rank 0 shared ${id?.byteLength ?? 0} bytes, not an ncclUniqueId of ${UNIQUE_ID_BYTES}` })
+      const why = id?.byteLength === 0 ? "no ncclUniqueId (it could not make one: its own error says why)" : `${id?.byteLength ?? 0} bytes, not an ncclUniqueId of ${UNIQUE_ID_BYTES}`
+      throw new ProtocolError({ message: `${what}: rank 0 shared ${why}` })
     }
     if (groups.has(setup.name)) throw new TransferError({ message: `${what}: the group was created meanwhile`, transport: TRANSPORT })
     const group: Group = { name: setup.name, rank: setup.rank, size: setup.worldSize, device, addon, version }
