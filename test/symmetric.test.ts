@@ -215,6 +215,10 @@ describe("allocateSymmetric / freeSymmetric over the shm backend", () => {
     expect(foreign).toBeInstanceOf(SymmetricFreeError)
     expect(foreign).toMatchObject({ reason: "foreign" })
     await onAll((w) => w.alloc("f", [1], "float32", { group: "sym" }))
+    // An array of tensors is no tensor (it was taken for options, and nothing was freed): refused on each rank.
+    for (const refused of await Promise.all([a, b, c].map((w) => failureOf(w.freeAsArray("f"))))) {
+      expect(refused).toMatchObject({ _tag: "SymmetricFreeError", reason: "foreign", message: expect.stringContaining("freeSymmetric(...tensors)") })
+    }
     expect(await onAll((w) => w.free(["f"], limit))).toEqual([[false], [false], [false]])
     const freed = await failureOf(b.readFreed("d"))
     expect(freed).toBeInstanceOf(ObjectFreedError)

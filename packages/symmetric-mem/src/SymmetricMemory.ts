@@ -155,6 +155,9 @@ const allocationOf = (tensor: unknown): Allocation | undefined =>
   isTensor(tensor) ? (originals.get(tensor) ?? storages.get(tensor.storage)?.allocation) : undefined
 
 const refusalOf = (tensor: unknown): SymmetricFreeError | undefined => {
+  if (Array.isArray(tensor)) {
+    return new SymmetricFreeError({ message: "freeSymmetric takes tensors as arguments, not an array of them: freeSymmetric(...tensors)", reason: "foreign" })
+  }
   if (!isTensor(tensor)) return new SymmetricFreeError({ message: "freeSymmetric takes tensors", reason: "foreign" })
   const allocation = originals.get(tensor)
   if (allocation !== undefined) {
@@ -198,7 +201,8 @@ const exportRefusal = (allocation: Allocation): SymmetricFreeError | undefined =
  */
 export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetricOptions>): Promise<void> => {
   const last = args[args.length - 1]
-  const options: FreeSymmetricOptions = last !== undefined && !isTensor(last) ? last : {}
+  // Only a plain object ends the list as options: anything else is refused as not a tensor.
+  const options: FreeSymmetricOptions = typeof last === "object" && last !== null && !Array.isArray(last) && !isTensor(last) ? last : {}
   const tensors = args.filter((a) => a !== options) as ReadonlyArray<Tensor>
   let failure: unknown
   const byGroup = new Map<string, Array<Allocation>>()
