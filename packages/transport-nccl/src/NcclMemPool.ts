@@ -124,6 +124,10 @@ export class NcclMemPool implements MemoryPool {
     if (!Number.isSafeInteger(this.segmentBytes) || this.segmentBytes < BLOCK_ALIGNMENT) {
       throw new ShapeError({ message: `segmentBytes of pool "${this.name}" must be an integer >= ${BLOCK_ALIGNMENT}, got ${String(options.segmentBytes)}` })
     }
+    // NaN compared false with every capacity: no limit at all.
+    if (this.maxBytes !== Infinity && (!Number.isSafeInteger(this.maxBytes) || this.maxBytes < 0)) {
+      throw new ShapeError({ message: `maxBytes of pool "${this.name}" must be an integer >= 0 or Infinity, got ${String(options.maxBytes)}` })
+    }
   }
 
   /** Bytes of all segments. */
@@ -209,7 +213,7 @@ export class NcclMemPool implements MemoryPool {
   private grow(requested: number): number {
     const size = Math.ceil(requested / BLOCK_ALIGNMENT) * BLOCK_ALIGNMENT
     const byteLength = Math.ceil(size / this.segmentBytes) * this.segmentBytes
-    if (this.capacity + byteLength > this.maxBytes) {
+    if (this.capacity + byteLength > Math.min(this.maxBytes, Number.MAX_SAFE_INTEGER)) {
       throw new OutOfMemoryError({
         message: `pool "${this.name}" cannot grow by ${byteLength} bytes: it holds ${this.capacity} of at most ${this.maxBytes}`,
         requested: size,

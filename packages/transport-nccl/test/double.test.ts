@@ -275,6 +275,10 @@ describe("NCCL memory pools", () => {
     // `a`'s block is `d`'s now: nothing reaches it through `a`.
     expect(() => a.handle).toThrow(expect.objectContaining({ _tag: "ObjectFreedError" }))
     expect(() => pool.allocate(4096)).toThrow(expect.objectContaining({ _tag: "OutOfMemoryError" }))
+    expect(() => createNcclMemPool({ segmentBytes: 4096 }).allocate(2 ** 53 - 1)).toThrow(expect.objectContaining({ _tag: "OutOfMemoryError" }))
+    for (const maxBytes of [Number.NaN, -5, 1.5, "4096" as never]) {
+      expect(() => createNcclMemPool({ maxBytes }), String(maxBytes)).toThrow(expect.objectContaining({ _tag: "ShapeError", message: expect.stringContaining("maxBytes") }))
+    }
     expect(pool.allocate(0).byteLength).toBe(0)
     expect(() => pool.close()).toThrow(/in use/)
     for (const s of [b, c, d]) pool.free(s)
