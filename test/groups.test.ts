@@ -209,6 +209,23 @@ describe("failed creation", () => {
     await again.destroy()
   })
 
+  it("destroying a group waits for a member that does not answer (stopped) at most the group's timeout", async () => {
+    const [x, y] = await cluster.spawn(PairWorker, { count: 2 })
+    const group = await cluster.createCollectiveGroup([x, y], { backend: "socketpair", timeoutMs: 1500 })
+    const pid = await take(y.pid())
+    process.kill(pid, "SIGSTOP")
+    try {
+      const started = Date.now()
+      await group.destroy()
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(cluster.listGroups().map((g) => g.name)).not.toContain(group.name)
+    } finally {
+      process.kill(pid, "SIGCONT")
+    }
+    await cluster.kill(y)
+    await cluster.kill(x)
+  })
+
   it("a member that dies fails allGather on the others at once", async () => {
     const [x, y] = await cluster.spawn(PairWorker, { count: 2 })
     const group = await cluster.createCollectiveGroup([x, y], { backend: "socketpair" })

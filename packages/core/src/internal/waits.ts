@@ -27,6 +27,6 @@ export const firstFailure = async (promises: ReadonlyArray<Promise<unknown>>, ti
 export const settledWithin = async (promises: ReadonlyArray<Promise<unknown>>, ms: number): Promise<void> => {
   if (promises.length === 0) return
   let timer: NodeJS.Timeout | undefined
-  await Promise.race([Promise.allSettled(promises), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))])
+  await Promise.race([Promise.allSettled(promises), new Promise<void>((resolve) => (timer = limitTimer(ms, resolve)))])
   clearTimeout(timer)
 }

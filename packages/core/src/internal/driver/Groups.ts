@@ -10,7 +10,7 @@ import { checkTimeout, describe } from "../arguments.js"
 import { GatherRounds, type GatherReply } from "../gatherRounds.js"
 import type { AllGather, AllGathered } from "../messages.js"
 import { unknownTransport } from "../transportRegistry.js"
-import { firstFailure } from "../waits.js"
+import { firstFailure, settledWithin } from "../waits.js"
 import { toWireError } from "../wireError.js"
 import type { ActorProcesses, ActorRecord } from "./ActorProcesses.js"
 import type { AgentLinks } from "./AgentLinks.js"
@@ -37,6 +37,8 @@ export interface GroupRecord {
   readonly backend: string
   readonly members: ReadonlyArray<string>
   readonly gathers: GatherRounds
+  /** How long its creation, and its destruction, wait for the members. */
+  readonly timeoutMs: number
 }
 
 export class Groups {
@@ -113,7 +115,7 @@ export class Groups {
         }
       }
     }
-    const group: GroupRecord = { id: this.nextId++, name, backend, members, gathers: new GatherRounds(name, members.length) }
+    const group: GroupRecord = { id: this.nextId++, name, backend, members, gathers: new GatherRounds(name, members.length), timeoutMs }
     this.groups.set(name, group)
     const creations = records.map((r, rank) =>
       this.agents.request(r, { _tag: "GroupCreate", setup: { id: group.id, name, backend, rank, worldSize: members.length, members, timeoutMs } }),
@@ -132,11 +134,13 @@ export class Groups {
     if (this.groups.get(group.name) !== group) return
     this.groups.delete(group.name)
     group.gathers.breakAll(new MissingGroupError({ message: `the ${group.backend} group "${group.name}" was destroyed`, backend: group.backend }))
-    await Promise.allSettled(
+    // A member that does not answer (stopped, stuck in its transport) holds the destroy up for the group's timeout at most.
+    await settledWithin(
       group.members
         .map((id) => this.processes.get(id))
         .filter((r): r is ActorRecord => r !== undefined && r.alive)
         .map((r) => this.agents.request(r, { _tag: "GroupDestroy", name: group.name, backend: group.backend })),
+      group.timeoutMs,
     )
   }
 
