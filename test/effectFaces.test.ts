@@ -44,6 +44,25 @@ describe("error channels", () => {
   })
 })
 
+describe("interruption", () => {
+  it("an interrupted spawn ends the actors it was starting once they are up", async () => {
+    const program = Effect.gen(function* () {
+      const timedOut = yield* Effect.flip(TensorlaneCluster.spawn(Worker, { count: 3 }).pipe(Effect.timeout("50 millis")))
+      const cluster = yield* TensorlaneCluster.TensorlaneCluster
+      // Long enough for three actors to start and be killed.
+      const actors: Array<number> = []
+      for (let i = 0; i < 50; i++) {
+        yield* Effect.sleep("100 millis")
+        actors.push(Object.keys((yield* Effect.promise(() => cluster.inspect())).processes).length - 1)
+        if (i >= 10 && actors[actors.length - 1] === 0) break
+      }
+      return { timedOut: timedOut._tag, actors: actors[actors.length - 1] }
+    })
+    const outcome = await Effect.runPromise(program.pipe(Effect.provide(TensorlaneCluster.layer())))
+    expect(outcome).toMatchObject({ timedOut: "TimeoutError", actors: 0 })
+  })
+})
+
 describe("transport layers", () => {
   it("merge into one cluster that loads every transport, whose operations fail with their typed errors", async () => {
     const transports = Layer.mergeAll(GlooEffect.transport, NixlEffect.transport, SymmetricMemory.transport)

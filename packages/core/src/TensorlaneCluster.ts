@@ -120,8 +120,22 @@ const withCluster = <A, E extends PackageError>(run: (cluster: Cluster) => A | P
     return yield* attempt<A, E>(() => run(cluster))
   })
 
+/** Interrupted, it ends the actors it was starting once they are up: nothing else would hold their handles. */
 export const spawn = <D extends ActorDefinition>(definition: D, options?: SpawnOptions): Effect.Effect<Array<ActorHandle<D>>, CallFailure, TensorlaneCluster> =>
-  withCluster((cluster) => cluster.spawn(definition, options))
+  Effect.gen(function* () {
+    const cluster = yield* TensorlaneCluster
+    let spawning: Promise<Array<ActorHandle<D>>> | undefined
+    return yield* attempt<Array<ActorHandle<D>>, CallFailure>(() => (spawning = cluster.spawn(definition, options))).pipe(
+      Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          void spawning?.then(
+            (actors) => Promise.allSettled(actors.map((actor) => cluster.kill(actor))),
+            () => undefined,
+          )
+        }),
+      ),
+    )
+  })
 
 export const get = <T>(ref: ObjectRef<T>, options?: GetOptions): Effect.Effect<T, CallFailure, TensorlaneCluster> =>
   withCluster((cluster) => cluster.get(ref, options) as Promise<T>)
