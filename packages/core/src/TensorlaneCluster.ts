@@ -23,13 +23,16 @@ import type {
   CertificateError,
   ClusterClosedError,
   ClusterConfigError,
+  CrossHostError,
   DeviceError,
   InvalidArgumentError,
+  InvalidSettingError,
   MessageTooLargeError,
   MissingGroupError,
   ObjectFreedError,
   PackageError,
   TensorlaneError,
+  TimeoutError,
   TransferError,
   TransportLoadError,
   UnknownTransportError,
@@ -52,10 +55,18 @@ export class TensorlaneCluster extends Context.Service<TensorlaneCluster, Cluste
 export type CallFailure = TensorlaneError | PackageError
 
 /**
- * Starting the cluster: a bad option, a transport module that does not load, a transfer agent that
- * does not start; with a cluster config, a config or certificate that is not what it must be.
+ * Starting the cluster: a bad option or setting (TENSORLANE_*, a TMPDIR it cannot make its folder in),
+ * a transport module that does not load, a transfer agent that does not start; with a cluster config,
+ * a config or certificate that is not what it must be.
  */
-export type StartFailure = InvalidArgumentError | TransportLoadError | TransferError | ApplicationError | ClusterConfigError | CertificateError
+export type StartFailure =
+  | InvalidArgumentError
+  | InvalidSettingError
+  | TransportLoadError
+  | TransferError
+  | ApplicationError
+  | ClusterConfigError
+  | CertificateError
 
 /** Storing a value: the value or its refs refused, its transport refused or failing to register it. */
 export type PutFailure =
@@ -78,6 +89,7 @@ export type GroupCreationFailure =
   | UnknownTransportError
   | UnsupportedOperationError
   | MissingGroupError
+  | CrossHostError
   | ApplicationError
   | GroupFailure
 
@@ -175,7 +187,8 @@ export const cancel = (ref: ObjectRef<unknown>): Effect.Effect<void, ClusterClos
   withCluster((cluster) => cluster.cancel(ref))
 
 /** The hosts of a cluster across hosts whose nodes answer, with what each reports (`Cluster.hosts`). */
-export const hosts = (): Effect.Effect<Array<HostInfo>, ClusterClosedError | UnsupportedOperationError, TensorlaneCluster> => withCluster((cluster) => cluster.hosts())
+export const hosts = (): Effect.Effect<Array<HostInfo>, ClusterClosedError | UnsupportedOperationError | TimeoutError | InvalidArgumentError, TensorlaneCluster> =>
+  withCluster((cluster) => cluster.hosts())
 
 /** What every process holds; an actor that does not answer in time is listed as unresponsive, not a failure. */
 export const inspect = (options?: { timeoutMs?: number }): Effect.Effect<ClusterInspection, ClusterClosedError | InvalidArgumentError | TransferError, TensorlaneCluster> =>

@@ -54,3 +54,10 @@ it("sweeps the directories of dead drivers and keeps the others", () => {
   removeClusterDir(mine)
   expect(fs.existsSync(mine)).toBe(false)
 })
+
+it("where TMPDIR is missing, it is an invalid setting naming TMPDIR, not a file system error", () => {
+  process.env.TMPDIR = join(tmp, "missing")
+  expect(() => createClusterDir()).toThrow(
+    expect.objectContaining({ _tag: "InvalidSettingError", variable: "TMPDIR", value: join(tmp, "missing"), message: expect.stringMatching(/ENOENT.*set TMPDIR to a folder this user can write to$/) }),
+  )
+})

@@ -8,6 +8,7 @@ import {
   type DeviceError,
   type InvalidSettingError,
   type NativeLibraryError,
+  type ObjectFreedError,
   type OutOfMemoryError,
   type ShapeError,
   type StartOptions,
@@ -29,8 +30,8 @@ import { deregisterNixlMemory, registerNixlMemory } from "./registerNixlMemory.j
 /** Loading NIXL: its library, or a setting it does not accept. */
 export type NixlLoadFailure = NativeLibraryError | InvalidSettingError
 
-/** Registering memory: loading NIXL, memory it cannot reach, or NIXL refusing the registration. */
-export type NixlRegistrationFailure = NixlLoadFailure | DeviceError | UnsupportedOperationError | TransferError
+/** Registering memory: loading NIXL, memory it cannot reach or that was freed, or NIXL refusing the registration. */
+export type NixlRegistrationFailure = NixlLoadFailure | DeviceError | ObjectFreedError | UnsupportedOperationError | TransferError
 
 /** Adds nixl to the cluster layer it is provided to (it merges with other transports' layers). */
 export const transport: Layer.Layer<never> = TensorlaneCluster.transport(PACKAGE)

@@ -8,6 +8,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
+import { InvalidSettingError } from "../Errors.js"
 import { pidExists, pidNamespace, startTimeOf } from "./processes.js"
 
 const PREFIX = "tensorlane-"
@@ -46,12 +47,25 @@ const sweep = (tmp: string, pidns: string | undefined): void => {
   }
 }
 
-/** Makes a cluster directory for this process (the driver), after sweeping those of dead drivers. */
+/**
+ * Makes a cluster directory for this process (the driver), after sweeping those of dead drivers;
+ * InvalidSettingError (TMPDIR) where the temporary folder is missing or not this user's to write.
+ */
 export const createClusterDir = (): string => {
   const tmp = os.tmpdir()
   const pidns = pidNamespace()
-  sweep(tmp, pidns)
-  const dir = fs.mkdtempSync(join(tmp, PREFIX))
+  let dir: string
+  try {
+    sweep(tmp, pidns)
+    dir = fs.mkdtempSync(join(tmp, PREFIX))
+  } catch (error) {
+    throw new InvalidSettingError({
+      message: `the cluster's folder cannot be made in ${tmp}, the temporary folder (TMPDIR): ${error instanceof Error ? error.message : String(error)}; set TMPDIR to a folder this user can write to`,
+      variable: "TMPDIR",
+      value: process.env.TMPDIR ?? "",
+      accepts: "a folder this user can write to",
+    })
+  }
   const owner: Owner = { pidns, pid: process.pid, start: startTimeOf("self") }
   fs.writeFileSync(join(dir, OWNER_FILE), JSON.stringify(owner), { mode: 0o600 })
   open.add(dir)
