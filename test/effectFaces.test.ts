@@ -32,7 +32,7 @@ type Cluster = TensorlaneCluster.TensorlaneCluster
 describe("error channels", () => {
   it("name what each operation can raise", () => {
     expectTypeOf(TensorlaneCluster.kill).returns.toEqualTypeOf<Effect.Effect<void, ClusterClosedError | InvalidArgumentError | WrongClusterError, Cluster>>()
-    expectTypeOf(TensorlaneCluster.cancel).returns.toEqualTypeOf<Effect.Effect<void, ClusterClosedError | WrongClusterError | ObjectFreedError, Cluster>>()
+    expectTypeOf(TensorlaneCluster.cancel).returns.toEqualTypeOf<Effect.Effect<void, ClusterClosedError | WrongClusterError | ObjectFreedError | InvalidArgumentError, Cluster>>()
     expectTypeOf(TensorlaneCluster.inspect).returns.toEqualTypeOf<Effect.Effect<ClusterInspection, ClusterClosedError | InvalidArgumentError | TransferError, Cluster>>()
     expectTypeOf(TensorlaneCluster.spawn<typeof Worker>).returns.toEqualTypeOf<Effect.Effect<Array<ActorHandle<typeof Worker>>, TensorlaneCluster.CallFailure, Cluster>>()
     expectTypeOf(TensorlaneCluster.layer).returns.toEqualTypeOf<Layer.Layer<Cluster, TensorlaneCluster.StartFailure>>()

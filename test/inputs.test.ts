@@ -136,6 +136,23 @@ describe("bad inputs get typed errors that say what was wrong", () => {
     expect(b.listGroups()).toEqual([])
   })
 
+  it("null or an array for options, and what is not a ref where one is needed", async () => {
+    const ref = await b.put(1)
+    for (const options of [null, [], 5] as Array<never>) {
+      await expect(b.spawn(Worker, options)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "options" })
+      await expect(b.put(1, options)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "options" })
+      await expect(b.get(ref, options)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "options" })
+      await expect(b.inspect(options)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "options" })
+      await expect(b.broadcast(ref, [wb], options)).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "options" })
+    }
+    ref.release()
+    for (const notARef of [{}, undefined, "driver.1"] as Array<never>) {
+      expect(thrown(() => b.cancel(notARef))).toMatchObject({ _tag: "InvalidArgumentError", argument: "ref" })
+      await expect(b.broadcast(notARef, [wb])).rejects.toMatchObject({ _tag: "InvalidArgumentError", argument: "ref" })
+    }
+    await expectClean(b)
+  })
+
   it("spawn's env maps names to strings, checked before any process starts", async () => {
     const before = Object.keys((await b.inspect()).processes)
     for (const env of ["X=1", ["X"], { X: 5 }, { X: "a\0b" }, { "A=B": "x" }, { "": "x" }] as Array<never>) {

@@ -17,7 +17,7 @@ import { type ActorDiedError, InvalidArgumentError, TransferError, UnsupportedOp
 import type { GetOptions, PutOptions } from "./InActor.js"
 import { recordTransfer } from "./Metrics.js"
 import { ObjectRef, type RefTracker, requireOpen, requireUsableRef } from "./ObjectRef.js"
-import { checkTimeout, describe } from "./internal/arguments.js"
+import { checkOptions, checkTimeout, describe } from "./internal/arguments.js"
 import { callerFolder } from "./internal/callerModule.js"
 import { createClusterDir, removeClusterDir } from "./internal/clusterDir.js"
 import { type ActorMessage, ActorProcesses, type ActorRecord, type SpawnOptions, localLauncher } from "./internal/driver/ActorProcesses.js"
@@ -181,9 +181,9 @@ export class Cluster implements AsyncDisposable {
   }
 
   /** Starts `count` actor processes of a definition (always an array). */
-  async spawn<D extends ActorDefinition>(definition: D, options: SpawnOptions = {}): Promise<Array<ActorHandle<D>>> {
+  async spawn<D extends ActorDefinition>(definition: D, options?: SpawnOptions): Promise<Array<ActorHandle<D>>> {
     requireOpen(this.identity)
-    const records = await this.processes.spawn(definition, options)
+    const records = await this.processes.spawn(definition, checkOptions(options, "options"))
     return records.map((r) => this.processes.handleOf<D>(r, this.dispatch.submit))
   }
 
@@ -215,15 +215,15 @@ export class Cluster implements AsyncDisposable {
   /** Resolves refs to their values. Waits without limit unless `timeoutMs` is given. */
   async get<R extends ObjectRef<unknown>>(ref: R, options?: GetOptions): Promise<Unref<R>>
   async get<R extends ReadonlyArray<ObjectRef<unknown>>>(refs: R, options?: GetOptions): Promise<{ [K in keyof R]: Unref<R[K]> }>
-  async get(refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options: GetOptions = {}): Promise<unknown> {
+  async get(refs: ObjectRef<unknown> | ReadonlyArray<ObjectRef<unknown>>, options?: GetOptions): Promise<unknown> {
     requireOpen(this.identity)
-    return this.objects.get(refs, options)
+    return this.objects.get(refs, checkOptions(options, "options"))
   }
 
   /** Stores a value in the driver for actors to read (object-store or a one-sided transport). */
-  async put<T>(value: T, options: PutOptions = {}): Promise<ObjectRef<T>> {
+  async put<T>(value: T, options?: PutOptions): Promise<ObjectRef<T>> {
     requireOpen(this.identity)
-    return this.objects.put(value, options)
+    return this.objects.put(value, checkOptions(options, "options"))
   }
 
   /**
@@ -232,10 +232,10 @@ export class Cluster implements AsyncDisposable {
    * to each. The copies stay until the object is freed, and calls on those receivers that take the
    * ref use them without another transfer (the weight-sync case).
    */
-  async broadcast(ref: ObjectRef<unknown>, receivers: ReadonlyArray<{ actorId: string }>, options: { timeoutMs?: number } = {}): Promise<void> {
+  async broadcast(ref: ObjectRef<unknown>, receivers: ReadonlyArray<{ actorId: string }>, options?: { timeoutMs?: number }): Promise<void> {
     requireOpen(this.identity)
     requireUsableRef(ref, this.identity)
-    const limitMs = checkTimeout(options.timeoutMs, "timeoutMs")
+    const limitMs = checkTimeout(checkOptions(options, "options").timeoutMs, "timeoutMs")
     if (!Array.isArray(receivers)) throw new InvalidArgumentError({ message: `broadcast takes an array of actor handles, not ${describe(receivers)}`, argument: "receivers" })
     const receiving = receivers.map((r) => this.processes.actorOf(r))
     await this.objects.broadcast(this.directory.require(ref.id), receiving, limitMs)
@@ -251,9 +251,9 @@ export class Cluster implements AsyncDisposable {
   }
 
   /** What every process still holds: empty lists mean nothing leaked. An actor's main thread answers, so a busy one delays it. */
-  async inspect(options: { timeoutMs?: number } = {}): Promise<ClusterInspection> {
+  async inspect(options?: { timeoutMs?: number }): Promise<ClusterInspection> {
     requireOpen(this.identity)
-    const timeoutMs = checkTimeout(options.timeoutMs, "timeoutMs") ?? DEFAULT_INSPECT_TIMEOUT_MS
+    const timeoutMs = checkTimeout(checkOptions(options, "options").timeoutMs, "timeoutMs") ?? DEFAULT_INSPECT_TIMEOUT_MS
     const driver = await this.runtime.inspect()
     const actors = await this.processes.inspect(timeoutMs)
     return {

@@ -4,7 +4,8 @@
  * Object ids repeat from cluster to cluster, so a ref also carries its cluster: another cluster, or
  * its own once shut down, refuses it.
  */
-import { ClusterClosedError, ObjectFreedError, WrongClusterError } from "./Errors.js"
+import { ClusterClosedError, InvalidArgumentError, ObjectFreedError, WrongClusterError } from "./Errors.js"
+import { describe } from "./internal/arguments.js"
 
 const brand = Symbol.for("tensorlane.ObjectRef")
 
@@ -100,8 +101,10 @@ export const isObjectRef = (value: unknown): value is ObjectRef<unknown> =>
   typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[brand] === true
 
 /** Fails unless `cluster` made `ref`: another cluster's (WrongClusterError), a shut-down cluster's (ClusterClosedError). */
-export const requireRefOf = (ref: ObjectRef<unknown>, cluster: ClusterIdentity): void =>
+export const requireRefOf = (ref: ObjectRef<unknown>, cluster: ClusterIdentity): void => {
+  if (!isObjectRef(ref)) throw new InvalidArgumentError({ message: `an ObjectRef is needed here, not ${describe(ref)}`, argument: "ref" })
   requireSameCluster(clusterOf(ref), cluster, String(ref))
+}
 
 /** As `requireRefOf`, and fails for a ref its holder released (ObjectFreedError, even while other holders keep the object). */
 export const requireUsableRef = (ref: ObjectRef<unknown>, cluster: ClusterIdentity): void => {

@@ -183,7 +183,7 @@ export const kill = (actor: { actorId: string }): Effect.Effect<void, ClusterClo
   withCluster((cluster) => cluster.kill(actor))
 
 /** `cluster.cancel`: the call that makes `ref` fails with CancelledError; a queued one never runs, a running one's signal aborts. */
-export const cancel = (ref: ObjectRef<unknown>): Effect.Effect<void, ClusterClosedError | WrongClusterError | ObjectFreedError, TensorlaneCluster> =>
+export const cancel = (ref: ObjectRef<unknown>): Effect.Effect<void, ClusterClosedError | WrongClusterError | ObjectFreedError | InvalidArgumentError, TensorlaneCluster> =>
   withCluster((cluster) => cluster.cancel(ref))
 
 /** The hosts of a cluster across hosts whose nodes answer, with what each reports (`Cluster.hosts`). */
