@@ -6,6 +6,7 @@
  * method results, and nothing is left in /dev/shm, not even after a rank is killed. Failures in the
  * actors reach the driver as their own classes (the packages register them with core).
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
@@ -405,6 +406,36 @@ describe("a full /dev/shm", () => {
       expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([[false], [false]])
     } finally {
       await full.destroy()
+    }
+  })
+})
+
+describe("a reservation that fails otherwise", () => {
+  it("a rank whose posix_fallocate fails past ENOSPC raises that, the others SymmetricMismatchError naming it; the heap stays usable", async () => {
+    // TEST DOUBLE: rank 1's posix_fallocate fails with EIO past 1 MiB (packages/symmetric-mem/test/doubles).
+    const doubles = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-failing-fallocate-"))
+    const double = join(doubles, "failingFallocate.so")
+    execFileSync("cc", ["-shared", "-fPIC", "-o", double, new URL("../packages/symmetric-mem/test/doubles/failingFallocate.c", import.meta.url).pathname, "-ldl"])
+    const [first] = await cluster.spawn(SymWorker)
+    const [second] = await cluster.spawn(SymWorker, { env: { LD_PRELOAD: double, TENSORLANE_TEST_FAIL_FALLOCATE_ABOVE: String(2 ** 20) } })
+    const ranks = [first!, second!]
+    const group = await cluster.createCollectiveGroup(ranks, { backend: "shm", name: "failing" })
+    try {
+      const failed = await Promise.all(ranks.map((w) => failureOf(w.alloc("big", [2 ** 20], "float32", { group: "failing" }))))
+      expect(failed[0]).toMatchObject({ _tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 1: ") })
+      expect(failed[0].message).toMatch(/Input\/output error/)
+      expect(failed[1]).not.toBeInstanceOf(SymmetricMismatchError)
+      expect(failed[1].message).toMatch(/posix_fallocate of 4194304 bytes.*Input\/output error/)
+      // Both gave the block back: the next allocation lines up, at the same place on both.
+      const small = await Promise.all(ranks.map((w) => take(w.alloc("small", [1024], "float32", { group: "failing" }))))
+      for (const m of small) expect(m.nbytes).toBe(4096)
+      await take(ranks[0].fill("small", 3))
+      expect((await take(ranks[1].readPeer("small", 0))).values).toEqual(new Array(1024).fill(3))
+      expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([[false], [false]])
+    } finally {
+      await group.destroy()
+      for (const r of ranks) await cluster.kill(r)
+      fs.rmSync(doubles, { recursive: true, force: true })
     }
   })
 })

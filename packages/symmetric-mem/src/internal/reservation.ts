@@ -7,7 +7,9 @@
 import * as fs from "node:fs"
 import { type GroupMember, OutOfMemoryError } from "@tensorlane/core"
 import type { Gather } from "../Backend.js"
+import { SymmetricMismatchError } from "../Errors.js"
 import { loadAddon } from "../Loader.js"
+import { toTensorlaneError } from "./failures.js"
 
 /** Where glibc's shm_open puts segments. */
 const SHM_DIR = "/dev/shm"
@@ -48,22 +50,42 @@ export const reserve = (r: Reservation): void => {
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
+/** A rank's word in the round: "" (reserved), "full:<room>" (ENOSPC) or "failed:<why>" (anything else). */
+const FULL = "full:"
+const FAILED = "failed:"
+
 /**
  * Every rank reserves its own copy of a new symmetric block; one gather tells every rank whether
- * all could, so that they all fail (OutOfMemoryError) and give the block back in the same round,
- * and their heaps stay alike.
+ * all could, so that they all fail and give the block back in the same round, and their heaps stay
+ * alike: OutOfMemoryError where /dev/shm is full; a rank whose reservation failed otherwise (a file
+ * size limit, an I/O error) raises that, and the others SymmetricMismatchError naming it.
  */
 export const reserveOnEveryRank = async (member: GroupMember, gather: Gather, r: Reservation, giveBack: () => void | Promise<void>): Promise<void> => {
-  let full: ReadonlyArray<string>
+  let words: ReadonlyArray<string>
+  let own: Error | undefined
   try {
-    const mine = loadAddon().reserveSegment(r.key, r.offset, r.byteLength) ? "" : `rank ${member.rank}: ${room()}`
-    full = (await gather(encoder.encode(mine))).map((b) => decoder.decode(b)).filter((s) => s.length > 0)
+    let mine: string
+    try {
+      mine = loadAddon().reserveSegment(r.key, r.offset, r.byteLength) ? "" : `${FULL}rank ${member.rank}: ${room()}`
+    } catch (error) {
+      own = toTensorlaneError(error, `reserving ${r.byteLength} bytes of ${r.heap}`)
+      mine = `${FAILED}rank ${member.rank}: ${own.message}`
+    }
+    words = (await gather(encoder.encode(mine))).map((b) => decoder.decode(b)).filter((s) => s.length > 0)
   } catch (error) {
     await giveBack()
     throw error
   }
-  if (full.length > 0) {
-    await giveBack()
-    throw fullError(r, full.join("; "))
+  if (words.length === 0) return
+  await giveBack()
+  if (own !== undefined) throw own
+  const failed = words.filter((w) => w.startsWith(FAILED))
+  if (failed.length > 0) {
+    throw new SymmetricMismatchError({
+      message: `${r.heap}: another rank could not reserve its copy of a block of ${r.byteLength} bytes (${failed.map((w) => w.slice(FAILED.length)).join("; ")})`,
+      group: member.name,
+      what: "peer",
+    })
   }
+  throw fullError(r, words.map((w) => w.slice(FULL.length)).join("; "))
 }
