@@ -44,7 +44,13 @@ const fullError = (r: Reservation, who: string): OutOfMemoryError =>
 
 /** Reserves a block of this process's own heap (the staging heap); OutOfMemoryError when /dev/shm is full. */
 export const reserve = (r: Reservation): void => {
-  if (!loadAddon().reserveSegment(r.key, r.offset, r.byteLength)) throw fullError(r, room())
+  let reserved: boolean
+  try {
+    reserved = loadAddon().reserveSegment(r.key, r.offset, r.byteLength)
+  } catch (error) {
+    throw toTensorlaneError(error, `reserving ${r.byteLength} bytes of ${r.heap}`)
+  }
+  if (!reserved) throw fullError(r, room())
 }
 
 const encoder = new TextEncoder()
