@@ -16,8 +16,8 @@ export interface SymmetricBlock {
    * for the tensor allocateSymmetric returns). `isFreed` tells the storage when the block is gone.
    */
   readonly storage: (rank: number, byteLength: number, isFreed: () => boolean) => Storage
-  /** Called by every rank in the same order, after the ranks agreed on what to free. */
-  readonly free: () => void | Promise<void>
+  /** Called by every rank in the same order, after the ranks agreed on what to free; within `timeoutMs` where it waits for the others. */
+  readonly free: (timeoutMs?: number) => void | Promise<void>
 }
 
 export interface SymmetricBackend {

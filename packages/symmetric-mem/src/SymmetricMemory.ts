@@ -241,12 +241,19 @@ export const freeSymmetric = async (...args: ReadonlyArray<Tensor | FreeSymmetri
     }
     try {
       await agree(name, member.rank, mine, gatherOf(member, options.timeoutMs))
-      for (const allocation of allocations) {
-        allocation.freed = true
-        await allocation.block.free()
-      }
     } catch (error) {
       failure ??= error
+      continue
+    }
+    // Each one, even after one failed: a backend's free may be collective (nccl-window), and the
+    // other ranks go on to the next ones.
+    for (const allocation of allocations) {
+      allocation.freed = true
+      try {
+        await allocation.block.free(options.timeoutMs)
+      } catch (error) {
+        failure ??= error
+      }
     }
   }
   if (failure !== undefined) throw failure

@@ -172,9 +172,9 @@ export const ncclWindowBackend: SymmetricBackend = {
         const handle = { address: window.address, device: Number(communicator.device.slice(5)), window: window.window, communicator: communicator.name }
         return deviceStorage(allocator, n, handle, isFreed)
       },
-      free: async () => {
+      free: async (timeoutMs = TIMEOUT_MS) => {
         // Window first, then the memory, then (the heap's own) communicator: NCCL needs them in that order.
-        await nccl.deregisterNcclWindow(window, { timeoutMs: TIMEOUT_MS })
+        await nccl.deregisterNcclWindow(window, { timeoutMs })
         nccl.freeNcclMemory(memory)
         const blocks = blocksOf(member.name)
         blocks.delete(memory)
