@@ -138,6 +138,9 @@ describe("message decoders", () => {
     ["a Put with a broken ObjectInfo", decodeFromActor, { _tag: "Put", reqId: 1, info: { objectId: "x" } }],
     ["a Call whose args are not bytes", decodeToActor, { _tag: "Call", callId: 1, method: "m", returnId: "r", args: "x", argTensors: [], refs: [] }],
     ["a Free with numeric ids", decodeToActor, { _tag: "Free", objectIds: [1, 2] }],
+    ["a Free of an id longer than any of ours", decodeToActor, { _tag: "Free", objectIds: ["x".repeat(257)] }],
+    ["a Fetch of an id longer than any of ours", decodeAgentRequest, { _tag: "Fetch", reqId: 1, objectId: "x".repeat(257) }],
+    ["an AllGather of a group name longer than any of ours", decodeFromActor, { _tag: "AllGather", reqId: 1, group: "g".repeat(513), groupId: 1, blob: new Uint8Array(), timeoutMs: 1 }],
     ["an ObjectInfo whose skeleton is a string", decodeObjectInfo, { objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: "s", tensors: [], refs: [] }],
     ["an ObjectInfo whose shape holds strings", decodeObjectInfo, {
       objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: new Uint8Array(), refs: [],

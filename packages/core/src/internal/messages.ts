@@ -6,7 +6,13 @@ import * as Schema from "effect/Schema"
 import { ProtocolError } from "../Errors.js"
 
 const Bytes = Schema.Uint8Array
-const Id = Schema.String
+/**
+ * An object's or an actor's id (`Worker-3`, `Worker-3.17`): an export name of at most 64 characters
+ * and two counters, so far below this bound; a peer's longer one is not one of ours.
+ */
+const Id = Schema.String.check(Schema.isMaxLength(256))
+/** A group's name: at most 256 characters (createCollectiveGroup), each at most two UTF-16 units. */
+const GroupName = Schema.String.check(Schema.isMaxLength(512))
 /** A size or a count: what a peer sends as one is a whole number, never negative (a NaN would poison every sum it joins). */
 const Count = Schema.Number.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0))
 
@@ -43,7 +49,7 @@ export const ObjectInfo = Schema.Struct({
   metadata: Schema.optional(Schema.Unknown),
   refs: Schema.Array(Id),
   /** Set by the owner for a two-sided transfer to one consumer: the group and the producer's rank in it. */
-  route: Schema.optional(Schema.Struct({ group: Schema.String, rank: Schema.Number })),
+  route: Schema.optional(Schema.Struct({ group: GroupName, rank: Schema.Number })),
 })
 export type ObjectInfo = typeof ObjectInfo.Type
 
@@ -65,7 +71,7 @@ export const GroupSetup = Schema.Struct({
    * whose all-gather rounds a late blob of the old one must not join.
    */
   id: Schema.Number,
-  name: Schema.String,
+  name: GroupName,
   backend: Schema.String,
   rank: Schema.Number,
   worldSize: Schema.Number,
@@ -78,7 +84,7 @@ export type GroupSetup = typeof GroupSetup.Type
  * One member's blob for a round of its group's all-gather, to the driver: from its agent while its
  * transport creates the group (the rendezvous), from its main thread for `group(name).allGather`.
  */
-const AllGather = Schema.TaggedStruct("AllGather", { reqId: Schema.Number, group: Schema.String, groupId: Schema.Number, blob: Bytes, timeoutMs: Schema.Number })
+const AllGather = Schema.TaggedStruct("AllGather", { reqId: Schema.Number, group: GroupName, groupId: Schema.Number, blob: Bytes, timeoutMs: Schema.Number })
 export type AllGather = typeof AllGather.Type
 
 /** The driver's answer to an AllGather: every member's blob of the round, by rank, or why the round failed. */
@@ -175,7 +181,7 @@ export const AgentRequest = Schema.Union([
     reqId: Schema.Number,
     objectId: Id,
     transport: Schema.String,
-    group: Schema.String,
+    group: GroupName,
     to: Id,
     toRank: Schema.Number,
     timeoutMs: Schema.Number,
@@ -188,11 +194,11 @@ export const AgentRequest = Schema.Union([
   /** The owner gave up on a send it asked for (its consumer's call was never sent, or its object holds no tensor). */
   Schema.TaggedStruct("CancelSend", { reqId: Schema.Number, objectId: Id, transport: Schema.String, to: Id }),
   Schema.TaggedStruct("GroupCreate", { reqId: Schema.Number, setup: GroupSetup }),
-  Schema.TaggedStruct("GroupDestroy", { reqId: Schema.Number, name: Schema.String, backend: Schema.String }),
+  Schema.TaggedStruct("GroupDestroy", { reqId: Schema.Number, name: GroupName, backend: Schema.String }),
   AllGathered,
   Schema.TaggedStruct("PeerDied", { reqId: Schema.Number, peer: Id }),
   /** The root's half of a collective broadcast of an object to the whole group. */
-  Schema.TaggedStruct("Broadcast", { reqId: Schema.Number, objectId: Id, group: Schema.String, root: Schema.Number, timeoutMs: Schema.Number }),
+  Schema.TaggedStruct("Broadcast", { reqId: Schema.Number, objectId: Id, group: GroupName, root: Schema.Number, timeoutMs: Schema.Number }),
 ])
 export type AgentRequest = typeof AgentRequest.Type
 
