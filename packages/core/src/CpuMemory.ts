@@ -3,6 +3,7 @@
  * can read and write it; large ones recycled by the host memory cache) and fixed-capacity CPU memory
  * pools.
  */
+import { constants } from "node:buffer"
 import { totalmem } from "node:os"
 import type { Allocator, MemoryPool, Storage } from "./Allocator.js"
 import { type Block, BlockAllocator } from "./BlockAllocator.js"
@@ -57,12 +58,30 @@ const hostMemoryRefused = (what: string, requested: number, cause: unknown): Out
     capacity: totalmem(),
   })
 
+/**
+ * The most bytes one typed array may view on this Node (`buffer.constants.MAX_LENGTH`): 4 GiB on
+ * Node 20, 2^53 - 1 from Node 22. A storage is viewed by one Uint8Array, so no storage is larger.
+ */
+const MOST_VIEWED_BYTES = constants.MAX_LENGTH
+
+/** OutOfMemoryError for `what` of `requested` bytes past MOST_VIEWED_BYTES, else nothing. */
+const beyondOneView = (what: string, requested: number): OutOfMemoryError | undefined =>
+  requested <= MOST_VIEWED_BYTES
+    ? undefined
+    : new OutOfMemoryError({
+        message: `cannot allocate ${what}: this Node (${process.version}) views at most ${MOST_VIEWED_BYTES} bytes in one typed array; Node 22 or later views more`,
+        requested,
+        capacity: MOST_VIEWED_BYTES,
+      })
+
 /** The default allocator: one SharedArrayBuffer per storage; large ones recycled after garbage collection. */
 export const cpuAllocator: Allocator = {
   name: "cpu",
   device: "cpu",
   allocate(byteLength) {
     const n = checkIndex(byteLength, "byteLength")
+    const tooLarge = beyondOneView(`${n} bytes of host memory`, n)
+    if (tooLarge !== undefined) throw tooLarge
     let buffer: SharedArrayBuffer
     try {
       buffer = hostMemory.take(n)
@@ -110,6 +129,9 @@ class CpuMemoryPool implements MemoryPool {
   constructor(options: CpuMemoryPoolOptions) {
     this.name = options.name ?? "cpu-pool"
     this.capacity = checkIndex(options.capacity, `capacity of memory pool "${this.name}"`)
+    // Its region is one view of all of it.
+    const tooLarge = beyondOneView(`memory pool "${this.name}" of ${this.capacity} bytes`, this.capacity)
+    if (tooLarge !== undefined) throw tooLarge
     this.alignment = options.alignment ?? 64
     if (!Number.isSafeInteger(this.alignment) || this.alignment < 8 || (this.alignment & (this.alignment - 1)) !== 0) {
       throw new ShapeError({

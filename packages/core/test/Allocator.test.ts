@@ -1,3 +1,4 @@
+import { constants } from "node:buffer"
 import { Worker } from "node:worker_threads"
 import { describe, expect, it } from "vitest"
 import type { Allocator, Storage } from "../src/Allocator.js"
@@ -58,6 +59,15 @@ describe("cpuAllocator", () => {
 
   it("rejects invalid lengths", () => {
     for (const n of [-1, 1.5, NaN, Infinity, 2 ** 60]) expect(() => cpuAllocator.allocate(n)).toThrow(ShapeError)
+  })
+
+  // Node 20 views at most 4 GiB in one typed array (Node 22 and later far more).
+  it.skipIf(constants.MAX_LENGTH >= 2 ** 53 - 1)("past what one typed array views on this Node, an OutOfMemoryError naming the Node, for a storage and a pool", () => {
+    const past = constants.MAX_LENGTH + 16
+    for (const refused of [thrown(() => Tensor.empty([past / 4])), thrown(() => createCpuMemoryPool({ capacity: past }))]) {
+      expect(refused).toBeInstanceOf(OutOfMemoryError)
+      expect(refused).toMatchObject({ requested: past, capacity: constants.MAX_LENGTH, message: expect.stringContaining(`this Node (${process.version}) views at most`) })
+    }
   })
 
   it("free is idempotent and keeps the bytes usable", () => {
