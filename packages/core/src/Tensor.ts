@@ -12,7 +12,7 @@ import { currentAllocator } from "./AllocatorScope.js"
 import { cpuAllocator } from "./CpuMemory.js"
 import { parseDevice, type Device } from "./Device.js"
 import { DTypes, dtypeOf, type DType, type StorageArray } from "./DType.js"
-import { DeviceError, DTypeError, InvalidArgumentError, ShapeError } from "./Errors.js"
+import { DeviceError, DTypeError, InvalidArgumentError, ShapeError, UnsupportedOperationError } from "./Errors.js"
 import { describe as describeValue } from "./internal/arguments.js"
 import {
   addElements,
@@ -102,6 +102,12 @@ const requireTensor = (value: unknown, op: string, argument = "other"): Tensor =
 
 export const isTensor = (x: unknown): x is Tensor =>
   typeof x === "object" && x !== null && (x as { [TENSOR_BRAND]?: unknown })[TENSOR_BRAND] === true
+
+/** Whether two tensors' elements lie in a common stretch of one storage's memory. */
+const overlaps = (a: Tensor, b: Tensor): boolean => {
+  if (a.storage !== b.storage || a.numel === 0 || b.numel === 0) return false
+  return a.offset <= lastElementIndex(b.shape, b.strides, b.offset) && b.offset <= lastElementIndex(a.shape, a.strides, a.offset)
+}
 
 export class Tensor {
   readonly [TENSOR_BRAND] = true as const
@@ -334,6 +340,11 @@ export class Tensor {
 
   /** In place `this += other` for a tensor of the same shape and dtype, or a scalar. */
   add_(other: Tensor | number | bigint): this {
+    if (this.shape.some((n, d) => n > 1 && this.strides[d] === 0)) {
+      throw new UnsupportedOperationError({
+        message: "add_ writes to a tensor whose elements share memory (a zero stride): each would be added to more than once; add to t.contiguous() instead",
+      })
+    }
     const data = this.elements()
     if (!isTensor(other)) {
       addScalar(this, data, checkScalar(other, "add_"))
@@ -343,7 +354,11 @@ export class Tensor {
       throw new DTypeError({ message: `cannot add a ${other.dtype} tensor to a ${this.dtype} tensor` })
     }
     this.checkSameShape(other, "add_")
-    addElements(this, data, other, other.elements())
+    // An operand over memory this tensor writes, other than element for element, is read from a copy
+    // taken first: read as the sum goes, it would give elements already summed.
+    const sameView = other.storage === this.storage && other.offset === this.offset && other.strides.every((st, d) => st === this.strides[d])
+    const src = !sameView && overlaps(this, other) ? other.clone() : other
+    addElements(this, data, src, src.elements())
     return this
   }
 

@@ -387,6 +387,29 @@ describe("ops", () => {
     expect(m.toArray()).toEqual([1, 2, 2, 3, 5, 6, 6, 7, 9, 10, 10, 11])
   })
 
+  it("add_ of an operand over the memory it writes reads the operand as it was, as numpy does", () => {
+    const m = Tensor.from([0, 1, 2, 3]).view([2, 2])
+    m.add_(m.transpose(0, 1))
+    expect(m.toArray()).toEqual([0, 3, 3, 6])
+    const n = Tensor.arange(9).view([3, 3])
+    n.add_(n.transpose(0, 1))
+    expect(n.toArray()).toEqual([0, 4, 8, 4, 8, 12, 8, 12, 16])
+    const t = Tensor.ones([5])
+    t.slice(0, 1).add_(t.slice(0, 0, 4))
+    expect(t.toArray()).toEqual([1, 2, 2, 2, 2])
+    // A view over memory of its own that it shares with nothing it writes needs no copy.
+    const halves = Tensor.from([1, 2, 3, 4])
+    halves.slice(0, 0, 2).add_(halves.slice(0, 2, 4))
+    expect(halves.toArray()).toEqual([4, 6, 3, 4])
+  })
+
+  it("add_ refuses to write to a tensor whose elements share memory (a zero stride)", () => {
+    const zero = Tensor.fromStorage(Tensor.zeros([1]).storage, { dtype: "float32", shape: [4], strides: [0] })
+    expect(thrown(() => zero.add_(1))).toMatchObject({ _tag: "UnsupportedOperationError", message: expect.stringContaining("zero stride") })
+    expect(thrown(() => zero.add_(Tensor.ones([4])))).toMatchObject({ _tag: "UnsupportedOperationError" })
+    expect(zero.toArray()).toEqual([0, 0, 0, 0])
+  })
+
   it("add_ rounds narrow floats and wraps integers", () => {
     const h = Tensor.from([1], { dtype: "float16" })
     h.add_(2 ** -11)
