@@ -13,7 +13,7 @@ import { cpuAllocator } from "./CpuMemory.js"
 import { parseDevice, type Device } from "./Device.js"
 import { DTypes, dtypeOf, type DType, type StorageArray } from "./DType.js"
 import { DeviceError, DTypeError, InvalidArgumentError, ShapeError, UnsupportedOperationError } from "./Errors.js"
-import { describe as describeValue } from "./internal/arguments.js"
+import { checkOptions, describe as describeValue } from "./internal/arguments.js"
 import {
   addElements,
   addScalar,
@@ -25,7 +25,7 @@ import {
   formatElements,
   sumElements,
 } from "./internal/elementOps.js"
-import { decoder, elementArray, encoder, type RawArray } from "./internal/elements.js"
+import { decoder, elementArray, encoder, isBigIntDType, type RawArray } from "./internal/elements.js"
 import {
   byteLengthOf,
   checkShape,
@@ -188,7 +188,12 @@ export class Tensor {
     }
     if (step === 0) throw new ShapeError({ message: "arange step must not be 0" })
     const length = checkShape([Math.max(0, Math.ceil((end - start) / step))])
-    return Tensor.build(length, opts, (t) => fillWith(t.elements(), t.dtype, t.numel, (i) => start + i * step))
+    return Tensor.build(length, opts, (t) => {
+      // 64-bit integers from whole numbers count exactly, past 2^53 too; as doubles they would repeat there.
+      const exact = isBigIntDType(t.dtype) && Number.isInteger(start) && Number.isInteger(step)
+      const [first, by] = [BigInt(exact ? start : 0), BigInt(exact ? step : 0)]
+      fillWith(t.elements(), t.dtype, t.numel, exact ? (i) => first + BigInt(i) * by : (i) => start + i * step)
+    })
   }
 
   /** Standard normal samples (xoshiro128** + Box-Muller); float dtypes only. */
@@ -378,7 +383,13 @@ export class Tensor {
   static allclose(a: Tensor, b: Tensor, opts?: AllcloseOptions): boolean {
     requireTensor(a, "allclose", "a")
     a.checkSameShape(requireTensor(b, "allclose", "b"), "allclose")
-    return closeElements(a, a.elements(), b, b.elements(), opts?.rtol ?? 1e-5, opts?.atol ?? 1e-8)
+    const { rtol = 1e-5, atol = 1e-8 } = checkOptions(opts, "allclose options")
+    for (const [argument, tolerance] of [["rtol", rtol], ["atol", atol]] as const) {
+      if (typeof tolerance !== "number" || !(tolerance >= 0)) {
+        throw new InvalidArgumentError({ message: `allclose's ${argument} must be a number >= 0, not ${describeValue(tolerance)}`, argument })
+      }
+    }
+    return closeElements(a, a.elements(), b, b.elements(), rtol, atol)
   }
 
   /** Same dtype, same shape and equal elements (NaN differs from everything, -0 equals 0). */

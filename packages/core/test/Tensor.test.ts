@@ -410,6 +410,27 @@ describe("ops", () => {
     expect(zero.toArray()).toEqual([0, 0, 0, 0])
   })
 
+  it("a bigint for a narrower integer wraps modulo its bits, exactly past 2^53 too", () => {
+    expect(Tensor.zeros([1], { dtype: "int32" }).set([0], 2n ** 53n + 3n).item()).toBe(3)
+    expect(Tensor.full([1], 2n ** 64n + 7n, { dtype: "uint8" }).item()).toBe(7)
+    expect(Tensor.from([2n ** 53n + 1n], { dtype: "int32" }).item()).toBe(1)
+    expect(Tensor.from([-(2n ** 40n) - 1n], { dtype: "int16" }).item()).toBe(-1)
+    expect(Tensor.from([5], { dtype: "int32" }).add_(2n ** 53n + 3n).item()).toBe(8)
+    expect(Tensor.from([5], { dtype: "uint16" }).add_(-(2n ** 60n) - 1n).item()).toBe(4)
+  })
+
+  it("arange of 64-bit integers counts exactly past 2^53", () => {
+    expect([...(Tensor.arange(2 ** 53, 2 ** 53 + 4, 1, { dtype: "int64" }).typedArray() as BigInt64Array)]).toEqual([2n ** 53n, 2n ** 53n + 1n, 2n ** 53n + 2n, 2n ** 53n + 3n])
+    expect(Tensor.arange(0, 3, 1.5, { dtype: "int64" }).toArray()).toEqual([0, 1])
+  })
+
+  it("allclose refuses tolerances that are not numbers >= 0", () => {
+    for (const opts of [{ rtol: "1" }, { atol: -1 }, { rtol: Number.NaN }, null] as Array<never>) {
+      expect(thrown(() => Tensor.from([1]).allclose(Tensor.from([2]), opts))).toMatchObject({ _tag: "InvalidArgumentError" })
+    }
+    expect(Tensor.from([1]).allclose(Tensor.from([1.5]), { atol: 0.5 })).toBe(true)
+  })
+
   it("add_ rounds narrow floats and wraps integers", () => {
     const h = Tensor.from([1], { dtype: "float16" })
     h.add_(2 ** -11)

@@ -67,7 +67,12 @@ export const addScalar = (t: HostElements, data: RawArray, scalar: number | bigi
   } else {
     const dec = decoder(t.dtype)
     const enc = encoder(t.dtype)
-    const s = Number(scalar)
+    // A bigint for a narrower integer is taken modulo 2^bits first: as a Number it would round past 2^53.
+    const bits = 8 * info.itemSize
+    const s =
+      typeof scalar === "bigint" && info.kind !== "float" && info.kind !== "bool"
+        ? Number(info.kind === "int" ? BigInt.asIntN(bits, scalar) : BigInt.asUintN(bits, scalar))
+        : Number(scalar)
     forEachIndex(t.shape, t.strides, t.offset, (i) => (data[i] = enc(dec(data[i]) + s)))
   }
 }

@@ -49,6 +49,15 @@ const toBigInt = (v: number | bigint): bigint =>
 
 const num = (v: number | bigint): number => (typeof v === "bigint" ? Number(v) : v)
 
+/**
+ * An integer of `bits` bits, as its typed array stores it: a bigint wraps modulo 2^bits itself (as
+ * Number it would round past 2^53 first, and wrap wrong); a number is left to the typed array.
+ */
+const wrapped =
+  (bits: number, signed: boolean) =>
+  (v: number | bigint): number =>
+    typeof v === "bigint" ? Number(signed ? BigInt.asIntN(bits, v) : BigInt.asUintN(bits, v)) : v
+
 const ENCODERS: { readonly [D in DType]: (v: number | bigint) => Raw } = {
   float64: num,
   float32: num,
@@ -56,14 +65,14 @@ const ENCODERS: { readonly [D in DType]: (v: number | bigint) => Raw } = {
   bfloat16: (v) => numberToBfloat16Bits(num(v)),
   float8_e4m3fn: (v) => numberToFloat8E4M3fnBits(num(v)),
   float8_e5m2: (v) => numberToFloat8E5M2Bits(num(v)),
-  int8: num,
-  int16: num,
-  int32: num,
+  int8: wrapped(8, true),
+  int16: wrapped(16, true),
+  int32: wrapped(32, true),
   // BigInt64Array / BigUint64Array wrap the bigint modulo 2^64 on assignment.
   int64: toBigInt,
-  uint8: num,
-  uint16: num,
-  uint32: num,
+  uint8: wrapped(8, false),
+  uint16: wrapped(16, false),
+  uint32: wrapped(32, false),
   uint64: toBigInt,
   // Like C++ and PyTorch, anything non-zero (NaN included) is true.
   bool: (v) => (num(v) !== 0 ? 1 : 0),
