@@ -226,6 +226,13 @@ export class Tensor {
    * and offset are all validated, and the view must lie inside the storage (ShapeError otherwise).
    */
   static fromStorage(storage: Storage, opts: FromStorageOptions): Tensor {
+    const { device, byteLength, allocator } = (storage ?? {}) as Partial<Storage>
+    if (typeof device !== "string" || !Number.isSafeInteger(byteLength) || typeof allocator !== "object" || allocator === null) {
+      throw new InvalidArgumentError({ message: `fromStorage takes a Storage (an allocator's, or a tensor's .storage), not ${describeValue(storage)}`, argument: "storage" })
+    }
+    if (typeof opts !== "object" || opts === null) {
+      throw new InvalidArgumentError({ message: `fromStorage needs options with at least a dtype, not ${describeValue(opts)}`, argument: "opts" })
+    }
     const info = dtypeOf(opts.dtype)
     return Tensor.over(storage, info.name, viewInStorage(opts, info, storage.byteLength))
   }

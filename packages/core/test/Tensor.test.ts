@@ -579,6 +579,13 @@ describe("isTensor", () => {
 })
 
 describe("fromStorage", () => {
+
+  it("refuses what is not a storage, and missing options, as invalid arguments", () => {
+    for (const storage of [undefined, new Uint8Array(16), {}] as Array<never>) {
+      expect(thrown(() => Tensor.fromStorage(storage, { dtype: "float32", shape: [2] }))).toMatchObject({ _tag: "InvalidArgumentError", argument: "storage" })
+    }
+    expect(thrown(() => Tensor.fromStorage(Tensor.zeros([2]).storage, undefined as never))).toMatchObject({ _tag: "InvalidArgumentError", argument: "opts" })
+  })
   const storage = (bytes: number): Storage => cpuAllocator.allocate(bytes)
 
   it("views existing storage", () => {
