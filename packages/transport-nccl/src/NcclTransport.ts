@@ -126,6 +126,9 @@ const destroy = async (name: string): Promise<void> => {
   })
 }
 
+/** Rank 0's failure to make the id, as it shares it: its message, made longer than any id (padded with spaces). */
+const failureBlob = (error: Error): Uint8Array => new TextEncoder().encode(error.message.padEnd(UNIQUE_ID_BYTES + 1))
+
 export const nccl = defineTransport({
   name: TRANSPORT,
   capabilities: { oneSided: false, needsGroup: true, abortable: true, devices: ["cuda"], receiveIntoBuffers: true },
@@ -137,20 +140,22 @@ export const nccl = defineTransport({
     const what = `creating nccl group "${setup.name}" (rank ${setup.rank} of ${setup.worldSize})`
     const { addon, version } = loadCuda()
     const device = communicatorDevice()
-    // Rank 0 takes part in the exchange even when it cannot make the id, so that the others fail at once.
-    let made: Uint8Array | Error = new Uint8Array(0)
-    if (setup.rank === 0) {
-      try {
-        made = addon.uniqueId()
-      } catch (error) {
-        made = toTensorlaneError(error, `${what}: ncclGetUniqueId`, { addon, device })
-      }
+    // Rank 0 takes part in the exchange even when it cannot make the id: it shares why instead (never
+    // UNIQUE_ID_BYTES long), so that the others fail at once and say so.
+    let made: Uint8Array | Error
+    try {
+      made = setup.rank === 0 ? addon.uniqueId() : new Uint8Array(0)
+    } catch (error) {
+      made = toTensorlaneError(error, `${what}: ncclGetUniqueId`, { addon, device })
     }
-    const blobs = await setup.allGather(made instanceof Uint8Array ? made : new Uint8Array(0))
+    const blobs = await setup.allGather(made instanceof Uint8Array ? made : failureBlob(made))
     if (made instanceof Error) throw made
     const id = blobs[0]
     if (!(id instanceof Uint8Array) || id.byteLength !== UNIQUE_ID_BYTES) {
-      const why = id?.byteLength === 0 ? "no ncclUniqueId (it could not make one: its own error says why)" : `${id?.byteLength ?? 0} bytes, not an ncclUniqueId of ${UNIQUE_ID_BYTES}`
+      const why =
+        id instanceof Uint8Array && id.byteLength > UNIQUE_ID_BYTES
+          ? `no ncclUniqueId: it could not make one (${new TextDecoder().decode(id.subarray(0, 4096)).trimEnd()})`
+          : `${id?.byteLength ?? 0} bytes, not an ncclUniqueId of ${UNIQUE_ID_BYTES}`
       throw new ProtocolError({ message: `${what}: rank 0 shared ${why}` })
     }
     if (groups.has(setup.name)) throw new TransferError({ message: `${what}: the group was created meanwhile`, transport: TRANSPORT })
