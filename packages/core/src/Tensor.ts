@@ -103,6 +103,9 @@ const requireTensor = (value: unknown, op: string, argument = "other"): Tensor =
 export const isTensor = (x: unknown): x is Tensor =>
   typeof x === "object" && x !== null && (x as { [TENSOR_BRAND]?: unknown })[TENSOR_BRAND] === true
 
+/** The unsigned integer dtype of each element size, to copy elements bit for bit. */
+const UNSIGNED_OF_SIZE: Readonly<Record<number, DType>> = { 1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64" }
+
 /** Whether two tensors' elements lie in a common stretch of one storage's memory. */
 const overlaps = (a: Tensor, b: Tensor): boolean => {
   if (a.storage !== b.storage || a.numel === 0 || b.numel === 0) return false
@@ -315,8 +318,11 @@ export class Tensor {
     if (this.isContiguous()) {
       out.storage.bytes.set(this.storage.bytes.subarray(this.byteOffset, this.byteOffset + this.nbytes))
     } else {
-      const src = this.elements()
-      const dst = out.elements()
+      // Copied as unsigned integers of the element's size: through a Float32Array a signalling NaN
+      // comes out quiet, its bits changed.
+      const bits = DTypes[UNSIGNED_OF_SIZE[DTypes[this.dtype].itemSize]!]
+      const src = elementArray(this.storage.bytes, bits)
+      const dst = elementArray(out.storage.bytes, bits)
       let k = 0
       forEachIndex(this.shape, this.strides, this.offset, (i) => (dst[k++] = src[i]))
     }

@@ -410,6 +410,17 @@ describe("ops", () => {
     expect(zero.toArray()).toEqual([0, 0, 0, 0])
   })
 
+  it("clone and contiguous of a strided view copy every element bit for bit, a signalling NaN's too", () => {
+    const f32 = Tensor.empty([3, 2])
+    new Uint32Array(f32.storage.bytes.buffer, f32.storage.bytes.byteOffset, 6).fill(0x7f800001)
+    const copied = f32.transpose(0, 1).contiguous()
+    expect([...new Uint32Array(copied.storage.bytes.buffer, copied.storage.bytes.byteOffset, 6)]).toEqual(new Array(6).fill(0x7f800001))
+    const f64 = Tensor.empty([2, 2], { dtype: "float64" })
+    new BigUint64Array(f64.storage.bytes.buffer, f64.storage.bytes.byteOffset, 4).fill(0x7ff0000000000001n)
+    const cloned = f64.transpose(0, 1).clone()
+    expect([...new BigUint64Array(cloned.storage.bytes.buffer, cloned.storage.bytes.byteOffset, 4)]).toEqual(new Array(4).fill(0x7ff0000000000001n))
+  })
+
   it("a bigint for a narrower integer wraps modulo its bits, exactly past 2^53 too", () => {
     expect(Tensor.zeros([1], { dtype: "int32" }).set([0], 2n ** 53n + 3n).item()).toBe(3)
     expect(Tensor.full([1], 2n ** 64n + 7n, { dtype: "uint8" }).item()).toBe(7)
