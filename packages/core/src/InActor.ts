@@ -21,7 +21,10 @@ export interface GetOptions {
   readonly timeoutMs?: number
   /** Copy the value through the control plane instead of the object's own transport (needed for two-sided transports). */
   readonly useObjectStore?: boolean
-  /** Existing tensors to receive into, in the value's tensor order (depth first, insertion order). */
+  /**
+   * Existing tensors to receive into, in the value's tensor order (depth first, insertion order):
+   * each of the shape and dtype it receives, contiguous, and sharing no memory with another (else ShapeError).
+   */
   readonly target?: ReadonlyArray<Tensor>
 }
 

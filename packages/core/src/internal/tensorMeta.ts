@@ -67,6 +67,18 @@ export const checkReceived = (expected: ReadonlyArray<TensorMeta>, into: Readonl
   if (mismatch !== undefined) throw new ShapeError({ message: mismatch })
   const strided = into.findIndex((t) => !t.isContiguous())
   if (strided >= 0) throw new ShapeError({ message: `target tensor ${strided} is a strided view: objects are received into contiguous tensors only (use a contiguous tensor, then copy into the view)` })
+  // Two that share bytes would each get the other's tensor written over part of them.
+  const placed = into
+    .map((t, index) => ({ t, index }))
+    .filter(({ t }) => t.nbytes > 0)
+    .sort((a, b) => a.t.storage.id - b.t.storage.id || a.t.byteOffset - b.t.byteOffset)
+  for (let k = 1; k < placed.length; k++) {
+    const [before, after] = [placed[k - 1]!, placed[k]!]
+    if (before.t.storage === after.t.storage && before.t.byteOffset + before.t.nbytes > after.t.byteOffset) {
+      const [first, second] = [before.index, after.index].sort((x, y) => x - y)
+      throw new ShapeError({ message: `target tensors ${first} and ${second} share memory: each tensor of the object is received into memory of its own` })
+    }
+  }
 }
 
 /** New tensors of the shapes, dtypes and devices `metas` describe, from the current allocators. */
