@@ -172,6 +172,18 @@ const eventuallyRefs = async (want: number): Promise<number> => {
   return refs
 }
 
+describe("strided views", () => {
+  it("an object read in more runs than one READ posts is refused where the method returns it, not by every consumer", async () => {
+    const fits = sender.column(1 << 20)
+    expect(await take(receiver.numel(fits))).toBe(1 << 20)
+    fits.release()
+    const past = sender.column((1 << 20) + 1)
+    const error = await rejection(take(receiver.numel(past)))
+    expect(error).toMatchObject({ _tag: "UnsupportedOperationError", message: expect.stringMatching(/cannot travel over nixl: its tensors are read in 1048577 separate runs, .*tensor\.contiguous\(\)/) })
+    past.release()
+  })
+})
+
 describe("target buffers", () => {
   it("get(ref, { target }) receives into existing tensors; strided targets are refused", async () => {
     const ref = sender.make(1 << 20)

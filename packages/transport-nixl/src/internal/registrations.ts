@@ -16,7 +16,33 @@ const releaseAll = (addon: NixlAddon, keys: ReadonlyArray<RegionKey>): void => {
 }
 
 /** Registers what an object needs (each storage once) and describes it for consumers. */
+/** The most descriptors one READ of an object may post: the addon's ReadPlan refuses more (kMaxSpans). */
+const MAX_READ_RUNS = 2 ** 20
+
+/** The separate runs a consumer reads a tensor in: one per element of the dimensions before its longest contiguous suffix (ReadPlan's rule). */
+const runsOf = (tensor: Tensor): number => {
+  let runElements = 1
+  let split = tensor.shape.length
+  while (split > 0 && (tensor.shape[split - 1] === 1 || tensor.strides[split - 1] === runElements)) runElements *= tensor.shape[--split]!
+  return runElements === 0 ? 0 : tensor.numel / runElements
+}
+
+/**
+ * Refused at the producer, where the method returns it: an object whose strided views make more runs
+ * than one READ posts would fail on every consumer instead.
+ */
+const checkRuns = (objectId: string, tensors: ReadonlyArray<Tensor>): void => {
+  const runs = tensors.map(runsOf)
+  const total = runs.reduce((sum, n) => sum + n, 0)
+  if (total <= MAX_READ_RUNS) return
+  const most = runs.indexOf(Math.max(...runs))
+  throw new UnsupportedOperationError({
+    message: `object ${objectId} cannot travel over nixl: its tensors are read in ${total} separate runs, more than the ${MAX_READ_RUNS} one READ posts (tensor ${most}, a strided view, makes ${runs[most]}); return contiguous tensors (tensor.contiguous())`,
+  })
+}
+
 export const registerObject = (addon: NixlAddon, objectId: string, tensors: ReadonlyArray<Tensor>): NixlMetadata => {
+  checkRuns(objectId, tensors)
   const keys: Array<RegionKey> = []
   const regions: Array<DeclaredRegion> = []
   const placed = new Map<Storage, { readonly region: number; readonly offset: number }>()
