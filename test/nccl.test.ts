@@ -17,14 +17,16 @@ const NCCL = "@tensorlane/transport-nccl"
 const hasGpu = fs.existsSync("/dev/nvidia0")
 
 let cluster: Cluster
-// What the test doubles write, removed once the actors that loaded them are gone.
-const folder = doublesFolder()
+// What the test doubles write, removed once the actors that loaded them are gone. Made here, not as
+// the file loads: a run filtered to none of its tests runs no hook, afterAll's removal included.
+let folder: ReturnType<typeof doublesFolder>
 beforeAll(async () => {
+  folder = doublesFolder()
   cluster = await start({ transports: [NCCL] })
 }, 60_000)
 afterAll(async () => {
   await cluster?.shutdown()
-  folder.remove()
+  folder?.remove()
 })
 
 describe("real libraries", () => {
@@ -67,13 +69,13 @@ describe("a rank 0 that cannot make the group's unique id", () => {
 
 describe("pool registration across actor processes (test doubles of NCCL and CUDA)", () => {
   const doubles = buildDoubles()
-  const log = folder.log("actors")
-  const env = { ...doubles.env, FAKE_NCCL_LOG: log, NCCL_SOCKET_IFNAME: "lo" }
+  let log: string
   let ranks: Array<ActorHandle<typeof NcclWorker>>
   const GROUP = "dp"
 
   beforeAll(async () => {
-    fs.rmSync(log, { force: true })
+    log = folder.log("actors")
+    const env = { ...doubles.env, FAKE_NCCL_LOG: log, NCCL_SOCKET_IFNAME: "lo" }
     ranks = await cluster.spawn(NcclWorker, { count: 2, env })
     await cluster.createCollectiveGroup(ranks, { backend: "nccl", name: GROUP })
   })

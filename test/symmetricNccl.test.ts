@@ -18,9 +18,10 @@ import { SymWorker } from "./fixtures/symmetricActors.mjs"
 import { rejection, take as takeFrom } from "./helpers.ts"
 
 const doubles = buildDoubles()
-const folder = doublesFolder()
-const log = folder.log("symmetric")
-const env = { ...doubles.env, ...folder.env, FAKE_NCCL_LOG: log, FAKE_NCCL_COLLECTIVE: "1", NCCL_SOCKET_IFNAME: "lo" }
+// Made in beforeAll, not as the file loads: a run filtered to none of its tests runs no hook, afterAll's removal included.
+let folder: ReturnType<typeof doublesFolder>
+let log: string
+let env: Record<string, string>
 
 let cluster: Cluster
 let ranks: Array<ActorHandle<typeof SymWorker>>
@@ -40,7 +41,9 @@ const calls = (prefix: string, rank?: number): Array<string> =>
 const field = (line: string, name: string): string => new RegExp(`${name}=(\\S+)`).exec(line)?.[1] ?? ""
 
 beforeAll(async () => {
-  fs.rmSync(log, { force: true })
+  folder = doublesFolder()
+  log = folder.log("symmetric")
+  env = { ...doubles.env, ...folder.env, FAKE_NCCL_LOG: log, FAKE_NCCL_COLLECTIVE: "1", NCCL_SOCKET_IFNAME: "lo" }
   cluster = await start({ transports: ["@tensorlane/symmetric-mem", "@tensorlane/transport-nccl"] })
   ranks = await cluster.spawn(SymWorker, { count: 2, env })
   win = await cluster.createCollectiveGroup(ranks, { backend: "nccl", name: "win" })
@@ -49,7 +52,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cluster?.shutdown()
-  folder.remove()
+  folder?.remove()
 })
 
 beforeEach(() => {
