@@ -229,8 +229,8 @@ export class Tensor {
    * and offset are all validated, and the view must lie inside the storage (ShapeError otherwise).
    */
   static fromStorage(storage: Storage, opts: FromStorageOptions): Tensor {
-    const { device, byteLength, allocator } = (storage ?? {}) as Partial<Storage>
-    if (typeof device !== "string" || !Number.isSafeInteger(byteLength) || typeof allocator !== "object" || allocator === null) {
+    const { device, byteLength } = (storage ?? {}) as Partial<Storage>
+    if (typeof device !== "string" || typeof byteLength !== "number") {
       throw new InvalidArgumentError({ message: `fromStorage takes a Storage (an allocator's, or a tensor's .storage), not ${describeValue(storage)}`, argument: "storage" })
     }
     if (typeof opts !== "object" || opts === null) {
