@@ -54,14 +54,13 @@ describe("real libraries", () => {
 })
 
 describe("a rank 0 that cannot make the group's unique id", () => {
-  it("fails with NcclError, and the other members at once with ProtocolError saying why, not at the group's timeout", async () => {
+  it("fails with NcclError on every member, at once, saying why, not at the group's timeout", async () => {
     const ranks = await cluster.spawn(NcclWorker, { count: 2, env: { NCCL_SOCKET_IFNAME: "nosuchif0" } })
     const started = Date.now()
     const error = await rejection(() => cluster.createCollectiveGroup(ranks, { backend: "nccl", name: "no-interface", timeoutMs: 30_000 }))
     expect(Date.now() - started).toBeLessThan(10_000)
-    // The group's creation fails with whichever member's failure comes first.
-    if ((error as { _tag?: string })._tag === "ProtocolError") expect((error as Error).message).toMatch(/rank 0 shared no ncclUniqueId: it could not make one \(.*ncclGetUniqueId/)
-    else expect(error).toMatchObject({ _tag: "NcclError", message: expect.stringMatching(/ncclGetUniqueId/) })
+    // Rank 0's own, or rank 1's naming it: whichever reaches the driver first.
+    expect(error).toMatchObject({ _tag: "NcclError", message: expect.stringMatching(/ncclGetUniqueId/) })
     expect(cluster.listGroups().map((g) => g.name)).not.toContain("no-interface")
     for (const r of ranks) await cluster.kill(r)
   })

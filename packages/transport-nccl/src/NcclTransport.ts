@@ -26,6 +26,7 @@ import type { NativeBuffer, NativeOperation, NcclAddon } from "./AddonTypes.js"
 import { NCCL_BYTES, ncclReduceOp, reductionType } from "./NcclDTypes.js"
 import type { NcclVersion } from "./NcclVersion.js"
 import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
+import { NcclError } from "./Errors.js"
 import { loadCuda } from "./Loader.js"
 import { tensorAddress } from "./internal/memory.js"
 import "./CudaAllocator.js"
@@ -126,8 +127,22 @@ const destroy = async (name: string): Promise<void> => {
   })
 }
 
-/** Rank 0's failure to make the id, as it shares it: its message, made longer than any id (padded with spaces). */
-const failureBlob = (error: Error): Uint8Array => new TextEncoder().encode(error.message.padEnd(UNIQUE_ID_BYTES + 1))
+/** What rank 0 shares: a marker byte, then the ncclUniqueId (ID_MARKER) or why it could not make one (FAILURE_MARKER). */
+const ID_MARKER = 0
+const FAILURE_MARKER = 1
+
+const idBlob = (id: Uint8Array): Uint8Array => Uint8Array.of(ID_MARKER, ...id)
+
+const failureBlob = (error: Error): Uint8Array => Uint8Array.of(FAILURE_MARKER, ...new TextEncoder().encode(error.message.slice(0, 4096)))
+
+/** The unique id in rank 0's blob; NcclError where rank 0 could not make one, ProtocolError for anything else. */
+const uniqueIdOf = (blob: unknown, what: string): Uint8Array => {
+  if (blob instanceof Uint8Array && blob[0] === ID_MARKER && blob.byteLength === 1 + UNIQUE_ID_BYTES) return blob.slice(1)
+  if (blob instanceof Uint8Array && blob[0] === FAILURE_MARKER) {
+    throw new NcclError({ message: `${what}: rank 0 could not make the group's ncclUniqueId: ${new TextDecoder().decode(blob.subarray(1, 4097))}`, operation: "ncclGetUniqueId" })
+  }
+  throw new ProtocolError({ message: `${what}: rank 0 shared ${blob instanceof Uint8Array ? blob.byteLength : 0} bytes, not a marked ncclUniqueId of ${UNIQUE_ID_BYTES}` })
+}
 
 export const nccl = defineTransport({
   name: TRANSPORT,
@@ -140,24 +155,17 @@ export const nccl = defineTransport({
     const what = `creating nccl group "${setup.name}" (rank ${setup.rank} of ${setup.worldSize})`
     const { addon, version } = loadCuda()
     const device = communicatorDevice()
-    // Rank 0 takes part in the exchange even when it cannot make the id: it shares why instead (never
-    // UNIQUE_ID_BYTES long), so that the others fail at once and say so.
+    // Rank 0 takes part in the exchange even when it cannot make the id, sharing why instead, so
+    // that every member fails at once and says it.
     let made: Uint8Array | Error
     try {
       made = setup.rank === 0 ? addon.uniqueId() : new Uint8Array(0)
     } catch (error) {
       made = toTensorlaneError(error, `${what}: ncclGetUniqueId`, { addon, device })
     }
-    const blobs = await setup.allGather(made instanceof Uint8Array ? made : failureBlob(made))
+    const shared = await setup.allGather(setup.rank !== 0 ? new Uint8Array(0) : made instanceof Uint8Array ? idBlob(made) : failureBlob(made))
     if (made instanceof Error) throw made
-    const id = blobs[0]
-    if (!(id instanceof Uint8Array) || id.byteLength !== UNIQUE_ID_BYTES) {
-      const why =
-        id instanceof Uint8Array && id.byteLength > UNIQUE_ID_BYTES
-          ? `no ncclUniqueId: it could not make one (${new TextDecoder().decode(id.subarray(0, 4096)).trimEnd()})`
-          : `${id?.byteLength ?? 0} bytes, not an ncclUniqueId of ${UNIQUE_ID_BYTES}`
-      throw new ProtocolError({ message: `${what}: rank 0 shared ${why}` })
-    }
+    const id = uniqueIdOf(shared[0], what)
     if (groups.has(setup.name)) throw new TransferError({ message: `${what}: the group was created meanwhile`, transport: TRANSPORT })
     const group: Group = { name: setup.name, rank: setup.rank, size: setup.worldSize, device, addon, version }
     groups.set(setup.name, group)

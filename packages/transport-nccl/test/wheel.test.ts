@@ -70,8 +70,8 @@ describe.skipIf(hasGpu)("without a GPU", () => {
     await expect(creating).rejects.toThrow(
       /ncclCommInitRankConfig \(group "no-gpu", rank 0 of 1\) failed: ncclUnhandledCudaError: .*Cuda failure 'CUDA driver version is insufficient/,
     )
-    // Rank 0 shared a real unique id before init failed.
-    expect(gathered[0].byteLength).toBe(128)
+    // Rank 0 shared a real unique id before init failed: its marker, then 128 bytes.
+    expect([gathered[0][0], gathered[0].byteLength]).toEqual([0, 129])
     expect(ncclStatus().communicators).toEqual([])
   })
 
