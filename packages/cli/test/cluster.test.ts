@@ -388,7 +388,7 @@ describe("tensorlane node", () => {
     expect(run.stderr).toBe(
       "NodeStartError: node h1 cannot use the cluster's Postgres at 127.0.0.1:1 (database tensorlane as tensorlane): PgConnection: Failed to connect " +
         "(connect ECONNREFUSED 127.0.0.1:1); start it, or make it reachable from this host, then start the node again " +
-        `(\`tensorlane doctor --cluster ${noPostgres}\` checks the connection, its TLS and the role)\n`,
+        `(\`npx -p @tensorlane/cli tensorlane doctor --cluster ${noPostgres}\` checks the connection, its TLS and the role)\n`,
     )
     // The node closed its own port before it exited.
     const again = net.createServer()

@@ -20,6 +20,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { Runners } from "effect/cluster"
 import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
 import { ActorDiedError, ActorLimitError, InvalidArgumentError, NodeStartError } from "./Errors.js"
+import { CLI_COMMAND } from "./NativeAddon.js"
 import { type LaunchedActor, launchActor } from "./internal/actorLaunch.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, liveHosts, runnerAddressOf, runnerLayer } from "./internal/engine.js"
 import { tlsServer } from "./internal/connection.js"
@@ -142,7 +143,7 @@ const engineFailure = (config: ClusterConfig, host: ClusterHost, error: unknown)
     message:
       `node ${host.name} cannot use the cluster's Postgres at ${pg.host}:${pg.port} (database ${pg.database} as ${pg.user}): ` +
       `${(error as Error).message}${cause === undefined ? "" : ` (${cause})`}; start it, or make it reachable from this host, ` +
-      `then start the node again (\`tensorlane doctor --cluster ${config.file}\` checks the connection, its TLS and the role)`,
+      `then start the node again (\`${CLI_COMMAND} doctor --cluster ${config.file}\` checks the connection, its TLS and the role)`,
     host: host.name,
   })
 }
