@@ -5,7 +5,7 @@
  */
 import { DTypes, type DType } from "../DType.js"
 import { DTypeError } from "../Errors.js"
-import { type RawArray, decoder, elementArray, encoder, isBigIntDType } from "./elements.js"
+import { type RawArray, decoder, elementArray, encoder, isBigIntDType, wrapBigInt } from "./elements.js"
 import { forEachIndex, forEachPair, isContiguousLayout } from "./layout.js"
 
 /** A host tensor as the operations read it (a Tensor is one), with `data`, the typed array of its whole storage. */
@@ -67,12 +67,8 @@ export const addScalar = (t: HostElements, data: RawArray, scalar: number | bigi
   } else {
     const dec = decoder(t.dtype)
     const enc = encoder(t.dtype)
-    // A bigint for a narrower integer is taken modulo 2^bits first: as a Number it would round past 2^53.
-    const bits = 8 * info.itemSize
-    const s =
-      typeof scalar === "bigint" && info.kind !== "float" && info.kind !== "bool"
-        ? Number(info.kind === "int" ? BigInt.asIntN(bits, scalar) : BigInt.asUintN(bits, scalar))
-        : Number(scalar)
+    // Adding the scalar modulo 2^bits wraps alike.
+    const s = typeof scalar === "bigint" && (info.kind === "int" || info.kind === "uint") ? wrapBigInt(scalar, 8 * info.itemSize, info.kind === "int") : Number(scalar)
     forEachIndex(t.shape, t.strides, t.offset, (i) => (data[i] = enc(dec(data[i]) + s)))
   }
 }

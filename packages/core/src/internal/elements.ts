@@ -50,13 +50,16 @@ const toBigInt = (v: number | bigint): bigint =>
 const num = (v: number | bigint): number => (typeof v === "bigint" ? Number(v) : v)
 
 /**
- * An integer of `bits` bits, as its typed array stores it: a bigint wraps modulo 2^bits itself (as
- * Number it would round past 2^53 first, and wrap wrong); a number is left to the typed array.
+ * A bigint as an integer of `bits` bits stores it, wrapped modulo 2^bits before it becomes a Number
+ * (as a Number first it would round past 2^53, and wrap wrong).
  */
+export const wrapBigInt = (v: bigint, bits: number, signed: boolean): number => Number(signed ? BigInt.asIntN(bits, v) : BigInt.asUintN(bits, v))
+
+/** An integer of `bits` bits: a bigint wrapped here, a number left to the typed array. */
 const wrapped =
   (bits: number, signed: boolean) =>
   (v: number | bigint): number =>
-    typeof v === "bigint" ? Number(signed ? BigInt.asIntN(bits, v) : BigInt.asUintN(bits, v)) : v
+    typeof v === "bigint" ? wrapBigInt(v, bits, signed) : v
 
 const ENCODERS: { readonly [D in DType]: (v: number | bigint) => Raw } = {
   float64: num,
