@@ -15,8 +15,10 @@ const releaseAll = (addon: NixlAddon, keys: ReadonlyArray<RegionKey>): void => {
   for (const key of keys) addon.release(key)
 }
 
-/** Registers what an object needs (each storage once) and describes it for consumers. */
-/** The most descriptors one READ of an object may post: the addon's ReadPlan refuses more (kMaxSpans). */
+/**
+ * The most descriptors one READ of an object may post: the addon's ReadPlan refuses more (kMaxSpans).
+ * Runs are counted here before ReadPlan joins adjacent ones, so this errs on the side of refusing.
+ */
 const MAX_READ_RUNS = 2 ** 20
 
 /** The separate runs a consumer reads a tensor in: one per element of the dimensions before its longest contiguous suffix (ReadPlan's rule). */
@@ -41,6 +43,7 @@ const checkRuns = (objectId: string, tensors: ReadonlyArray<Tensor>): void => {
   })
 }
 
+/** Registers what an object needs (each storage once) and describes it for consumers. */
 export const registerObject = (addon: NixlAddon, objectId: string, tensors: ReadonlyArray<Tensor>): NixlMetadata => {
   checkRuns(objectId, tensors)
   const keys: Array<RegionKey> = []
