@@ -213,7 +213,14 @@ export class NcclMemPool implements MemoryPool {
   private grow(requested: number): number {
     const size = Math.ceil(requested / BLOCK_ALIGNMENT) * BLOCK_ALIGNMENT
     const byteLength = Math.ceil(size / this.segmentBytes) * this.segmentBytes
-    if (this.capacity + byteLength > Math.min(this.maxBytes, Number.MAX_SAFE_INTEGER)) {
+    if (!Number.isSafeInteger(this.capacity + byteLength)) {
+      throw new OutOfMemoryError({
+        message: `pool "${this.name}" cannot grow by ${byteLength} bytes: past 2^53 bytes, more than a JS number counts exactly`,
+        requested: size,
+        capacity: this.maxBytes,
+      })
+    }
+    if (this.capacity + byteLength > this.maxBytes) {
       throw new OutOfMemoryError({
         message: `pool "${this.name}" cannot grow by ${byteLength} bytes: it holds ${this.capacity} of at most ${this.maxBytes}`,
         requested: size,
