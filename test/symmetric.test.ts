@@ -414,13 +414,14 @@ describe("a reservation that fails otherwise", () => {
   it("a rank whose posix_fallocate fails past ENOSPC raises that, the others SymmetricMismatchError naming it; the heap stays usable", async () => {
     // TEST DOUBLE: rank 1's posix_fallocate fails with EIO past 1 MiB (packages/symmetric-mem/test/doubles).
     const doubles = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-failing-fallocate-"))
-    const double = join(doubles, "failingFallocate.so")
-    execFileSync("cc", ["-shared", "-fPIC", "-o", double, new URL("../packages/symmetric-mem/test/doubles/failingFallocate.c", import.meta.url).pathname, "-ldl"])
-    const [first] = await cluster.spawn(SymWorker)
-    const [second] = await cluster.spawn(SymWorker, { env: { LD_PRELOAD: double, TENSORLANE_TEST_FAIL_FALLOCATE_ABOVE: String(2 ** 20) } })
-    const ranks = [first!, second!]
-    const group = await cluster.createCollectiveGroup(ranks, { backend: "shm", name: "failing" })
+    const ranks: Array<ActorHandle<typeof SymWorker>> = []
+    let group: CollectiveGroup | undefined
     try {
+      const double = join(doubles, "failingFallocate.so")
+      execFileSync("cc", ["-shared", "-fPIC", "-o", double, new URL("../packages/symmetric-mem/test/doubles/failingFallocate.c", import.meta.url).pathname, "-ldl"])
+      ranks.push(...(await cluster.spawn(SymWorker)))
+      ranks.push(...(await cluster.spawn(SymWorker, { env: { LD_PRELOAD: double, TENSORLANE_TEST_FAIL_FALLOCATE_ABOVE: String(2 ** 20) } })))
+      group = await cluster.createCollectiveGroup(ranks, { backend: "shm", name: "failing" })
       const failed = await Promise.all(ranks.map((w) => failureOf(w.alloc("big", [2 ** 20], "float32", { group: "failing" }))))
       expect(failed[0]).toMatchObject({ _tag: "SymmetricMismatchError", what: "peer", message: expect.stringContaining("rank 1: ") })
       expect(failed[0].message).toMatch(/Input\/output error/)
@@ -433,7 +434,7 @@ describe("a reservation that fails otherwise", () => {
       expect((await take(ranks[1].readPeer("small", 0))).values).toEqual(new Array(1024).fill(3))
       expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([[false], [false]])
     } finally {
-      await group.destroy()
+      await group?.destroy()
       for (const r of ranks) await cluster.kill(r)
       fs.rmSync(doubles, { recursive: true, force: true })
     }

@@ -116,7 +116,6 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
     await cluster.kill(actor!)
   }, 30_000)
 
-  // Last: the node stops.
   it("a second node of the host fails with NodeStartError naming the port it cannot listen on, its own or its engine's; the first serves on", async () => {
     const withPort = (name: string, port: number): string => {
       const file = path.join(path.dirname(env.clusterFile), name)
@@ -131,6 +130,7 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
     // Its engine's port is the next one: the running node's own.
     const below = withPort("below.json", NODE_PORT - 1)
     const engine = await failedNode(env, "h1", below)
+    fs.rmSync(below)
     expect(engine.code).toBe(1)
     expect(engine.output).toContain(`NodeStartError: node h1 cannot listen on ${host}:${NODE_PORT}, the cluster engine's port (the one after the host's): `)
     expect(engine.output).toContain(`another process listens there (this host's node, already running?): stop it, or give the host another port in ${below}`)
@@ -139,6 +139,7 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
     await cluster.kill(worker!)
   }, 60_000)
 
+  // Last: the node stops.
   it("a node stopped with SIGTERM exits at once although a driver keeps a connection open that the node has ended", async () => {
     const socket = await connect()
     const answered = new Promise((resolve) => socket.once("data", resolve))

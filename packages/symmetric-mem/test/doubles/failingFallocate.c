@@ -12,9 +12,20 @@
 
 typedef int (*FallocateFn)(int, off_t, off_t);
 
-int posix_fallocate(int fd, off_t offset, off_t length) {
+static int fails(off_t length) {
   const char* above = getenv("TENSORLANE_TEST_FAIL_FALLOCATE_ABOVE");
-  if (above != NULL && length > strtoll(above, NULL, 10)) return EIO;
+  return above != NULL && length > strtoll(above, NULL, 10);
+}
+
+int posix_fallocate(int fd, off_t offset, off_t length) {
+  if (fails(length)) return EIO;
   FallocateFn real = (FallocateFn)dlsym(RTLD_NEXT, "posix_fallocate");
+  return real(fd, offset, length);
+}
+
+/* The name an addon built with _FILE_OFFSET_BITS=64 calls; off_t is 64 bits on x86-64 either way. */
+int posix_fallocate64(int fd, off_t offset, off_t length) {
+  if (fails(length)) return EIO;
+  FallocateFn real = (FallocateFn)dlsym(RTLD_NEXT, "posix_fallocate64");
   return real(fd, offset, length);
 }
