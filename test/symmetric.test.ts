@@ -384,6 +384,15 @@ describe("the shm transport", () => {
   })
 })
 
+/** The next allocation of two ranks' `group` lines up, at the same place on both: rank 1 reads what rank 0 wrote there. */
+const expectLinedUp = async (ranks: ReadonlyArray<ActorHandle<typeof SymWorker>>, group: string): Promise<void> => {
+  const small = await Promise.all(ranks.map((w) => take(w.alloc("small", [1024], "float32", { group }))))
+  for (const m of small) expect(m.nbytes).toBe(4096)
+  await take(ranks[0]!.fill("small", 2))
+  expect((await take(ranks[1]!.readPeer("small", 0))).values).toEqual(new Array(1024).fill(2))
+  expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([[false], [false]])
+}
+
 describe("a full /dev/shm", () => {
   it("a block /dev/shm cannot back fails with OutOfMemoryError on every rank (posix_fallocate, ENOSPC) instead of a SIGBUS at first touch; the heap stays usable", async () => {
     const { blocks, bsize } = fs.statfsSync("/dev/shm")
@@ -398,12 +407,8 @@ describe("a full /dev/shm", () => {
         expect(e).toBeInstanceOf(OutOfMemoryError)
         expect(e.message).toContain("/dev/shm is full (rank 0: ")
       }
-      // Every rank gave its block back: the next allocation lines up, at the same place on both.
-      const small = await Promise.all(ranks.map((w) => take(w.alloc("small", [1024], "float32", { group: "full" }))))
-      for (const m of small) expect(m.nbytes).toBe(4096)
-      await take(ranks[0].fill("small", 2))
-      expect((await take(ranks[1].readPeer("small", 0))).values).toEqual(new Array(1024).fill(2))
-      expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([[false], [false]])
+      // Every rank gave its block back.
+      await expectLinedUp(ranks, "full")
     } finally {
       await full.destroy()
     }
@@ -427,12 +432,8 @@ describe("a reservation that fails otherwise", () => {
       expect(failed[0].message).toMatch(/Input\/output error/)
       expect(failed[1]).not.toBeInstanceOf(SymmetricMismatchError)
       expect(failed[1].message).toMatch(/posix_fallocate of 4194304 bytes.*Input\/output error/)
-      // Both gave the block back: the next allocation lines up, at the same place on both.
-      const small = await Promise.all(ranks.map((w) => take(w.alloc("small", [1024], "float32", { group: "failing" }))))
-      for (const m of small) expect(m.nbytes).toBe(4096)
-      await take(ranks[0].fill("small", 3))
-      expect((await take(ranks[1].readPeer("small", 0))).values).toEqual(new Array(1024).fill(3))
-      expect(await Promise.all(ranks.map((w) => take(w.free(["small"]))))).toEqual([[false], [false]])
+      // Both gave the block back.
+      await expectLinedUp(ranks, "failing")
     } finally {
       await group?.destroy()
       for (const r of ranks) await cluster.kill(r)
