@@ -42,15 +42,18 @@ const fullError = (r: Reservation, who: string): OutOfMemoryError =>
     capacity: r.capacity,
   })
 
-/** Reserves a block of this process's own heap (the staging heap); OutOfMemoryError when /dev/shm is full. */
-export const reserve = (r: Reservation): void => {
-  let reserved: boolean
+/** Takes the block's pages: false where /dev/shm is full (ENOSPC); any other failure of the addon as a typed error. */
+const reserveSegment = (r: Reservation): boolean => {
   try {
-    reserved = loadAddon().reserveSegment(r.key, r.offset, r.byteLength)
+    return loadAddon().reserveSegment(r.key, r.offset, r.byteLength)
   } catch (error) {
     throw toTensorlaneError(error, `reserving ${r.byteLength} bytes of ${r.heap}`)
   }
-  if (!reserved) throw fullError(r, room())
+}
+
+/** Reserves a block of this process's own heap (the staging heap); OutOfMemoryError when /dev/shm is full. */
+export const reserve = (r: Reservation): void => {
+  if (!reserveSegment(r)) throw fullError(r, room())
 }
 
 const encoder = new TextEncoder()
@@ -72,9 +75,9 @@ export const reserveOnEveryRank = async (member: GroupMember, gather: Gather, r:
   try {
     let mine: string
     try {
-      mine = loadAddon().reserveSegment(r.key, r.offset, r.byteLength) ? "" : `${FULL}rank ${member.rank}: ${room()}`
+      mine = reserveSegment(r) ? "" : `${FULL}rank ${member.rank}: ${room()}`
     } catch (error) {
-      own = toTensorlaneError(error, `reserving ${r.byteLength} bytes of ${r.heap}`)
+      own = error as Error
       mine = `${FAILED}rank ${member.rank}: ${own.message}`
     }
     words = (await gather(encoder.encode(mine))).map((b) => decoder.decode(b)).filter((s) => s.length > 0)
