@@ -10,6 +10,7 @@
  */
 import { type Device, DeviceError, OutOfMemoryError, type GroupMember, deviceIndex, parseDevice } from "@tensorlane/core"
 import { gatherJson, messageOf } from "@tensorlane/core/plugin"
+import type { SymmetricAddon } from "../AddonTypes.js"
 import type { Gather, SymmetricBackend, SymmetricBlock } from "../Backend.js"
 import { SymmetricBackendError } from "../Errors.js"
 import { collectiveAllocator, deviceStorage } from "./collectiveMemory.js"
@@ -106,10 +107,9 @@ const ensureInitialized = async (member: GroupMember, gather: Gather, device: De
 /** The device an nvshmem allocation asks for (default cuda:0); throws on a malformed one. */
 const requestedDevice = (device: Device | undefined): Device => parseDevice(device ?? "cuda:0")
 
-
 /** A peer's copy of a block, as this GPU addresses it: NVSHMEM gives none (NULL) for a peer it cannot load from or store to. */
-const peerAddress = (pointer: bigint, rank: number, group: string): bigint => {
-  const address = loadNvshmem().addon.nvshmemPeer(pointer, rank)
+const peerAddress = (addon: SymmetricAddon, pointer: bigint, rank: number, group: string): bigint => {
+  const address = addon.nvshmemPeer(pointer, rank)
   if (address === 0n) {
     throw new SymmetricBackendError({
       message: `rank ${rank} of group "${group}" is not reachable by loads and stores from this GPU (NVSHMEM's nvshmem_ptr gives no address: another node, or no peer-to-peer access between the GPUs): peerTensor needs peers on this node with P2P`,
@@ -119,6 +119,7 @@ const peerAddress = (pointer: bigint, rank: number, group: string): bigint => {
   }
   return address
 }
+
 export const nvshmemBackend: SymmetricBackend = {
   name: NAME,
   heapId: () => NAME,
@@ -152,7 +153,7 @@ export const nvshmemBackend: SymmetricBackend = {
     const allocator = collectiveAllocator(NAME, device)
     const block: SymmetricBlock = {
       device,
-      storage: (rank, n, isFreed) => deviceStorage(allocator, n, { address: rank === member.rank ? pointer : peerAddress(pointer, rank, member.name) }, isFreed),
+      storage: (rank, n, isFreed) => deviceStorage(allocator, n, { address: rank === member.rank ? pointer : peerAddress(addon, pointer, rank, member.name) }, isFreed),
       free: () => {
         liveBlocks--
         addon.nvshmemFree(pointer)
