@@ -64,15 +64,15 @@ const hostMemoryRefused = (what: string, requested: number, cause: unknown): Out
  */
 const MOST_VIEWED_BYTES = constants.MAX_LENGTH
 
-/** OutOfMemoryError for `what` of `requested` bytes past MOST_VIEWED_BYTES, else nothing. */
-const beyondOneView = (what: string, requested: number): OutOfMemoryError | undefined =>
-  requested <= MOST_VIEWED_BYTES
-    ? undefined
-    : new OutOfMemoryError({
-        message: `cannot allocate ${what}: this Node (${process.version}) views at most ${MOST_VIEWED_BYTES} bytes in one typed array; Node 22 or later views more`,
-        requested,
-        capacity: MOST_VIEWED_BYTES,
-      })
+/** OutOfMemoryError for `what` of `requested` bytes past MOST_VIEWED_BYTES. */
+const requireOneView = (what: string, requested: number): void => {
+  if (requested <= MOST_VIEWED_BYTES) return
+  throw new OutOfMemoryError({
+    message: `cannot allocate ${what}: this Node (${process.version}) views at most ${MOST_VIEWED_BYTES} bytes in one typed array; Node 22 or later views more`,
+    requested,
+    capacity: MOST_VIEWED_BYTES,
+  })
+}
 
 /** The default allocator: one SharedArrayBuffer per storage; large ones recycled after garbage collection. */
 export const cpuAllocator: Allocator = {
@@ -80,8 +80,7 @@ export const cpuAllocator: Allocator = {
   device: "cpu",
   allocate(byteLength) {
     const n = checkIndex(byteLength, "byteLength")
-    const tooLarge = beyondOneView(`${n} bytes of host memory`, n)
-    if (tooLarge !== undefined) throw tooLarge
+    requireOneView(`${n} bytes of host memory`, n)
     let buffer: SharedArrayBuffer
     try {
       buffer = hostMemory.take(n)
@@ -130,8 +129,7 @@ class CpuMemoryPool implements MemoryPool {
     this.name = options.name ?? "cpu-pool"
     this.capacity = checkIndex(options.capacity, `capacity of memory pool "${this.name}"`)
     // Its region is one view of all of it.
-    const tooLarge = beyondOneView(`memory pool "${this.name}" of ${this.capacity} bytes`, this.capacity)
-    if (tooLarge !== undefined) throw tooLarge
+    requireOneView(`memory pool "${this.name}" of ${this.capacity} bytes`, this.capacity)
     this.alignment = options.alignment ?? 64
     if (!Number.isSafeInteger(this.alignment) || this.alignment < 8 || (this.alignment & (this.alignment - 1)) !== 0) {
       throw new ShapeError({
