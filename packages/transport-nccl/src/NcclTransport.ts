@@ -157,13 +157,15 @@ export const nccl = defineTransport({
     const device = communicatorDevice()
     // Rank 0 takes part in the exchange even when it cannot make the id, sharing why instead, so
     // that every member fails at once and says it.
-    let made: Uint8Array | Error
-    try {
-      made = setup.rank === 0 ? addon.uniqueId() : new Uint8Array(0)
-    } catch (error) {
-      made = toTensorlaneError(error, `${what}: ncclGetUniqueId`, { addon, device })
+    let made: Uint8Array | Error | undefined
+    if (setup.rank === 0) {
+      try {
+        made = addon.uniqueId()
+      } catch (error) {
+        made = toTensorlaneError(error, `${what}: ncclGetUniqueId`, { addon, device })
+      }
     }
-    const shared = await setup.allGather(setup.rank !== 0 ? new Uint8Array(0) : made instanceof Uint8Array ? idBlob(made) : failureBlob(made))
+    const shared = await setup.allGather(made === undefined ? new Uint8Array(0) : made instanceof Error ? failureBlob(made) : idBlob(made))
     if (made instanceof Error) throw made
     const id = uniqueIdOf(shared[0], what)
     if (groups.has(setup.name)) throw new TransferError({ message: `${what}: the group was created meanwhile`, transport: TRANSPORT })
