@@ -13,6 +13,8 @@ export interface StoredObject {
   /** The value as the method returned it: a ref passed back to its producer gets these very tensors. */
   readonly value: unknown
   readonly tensors: ReadonlyArray<Tensor>
+  /** What its transport holds and moves: `tensors`, or a block of the small ones packed and the rest (packing.ts). */
+  readonly travelling: ReadonlyArray<Tensor>
 }
 
 export class TensorStore {
@@ -38,7 +40,7 @@ export class TensorStore {
     const object = this.primary.get(objectId)
     if (object === undefined) return undefined
     this.primary.delete(objectId)
-    this.noteDropped(object.tensors)
+    this.noteDropped([...object.tensors, ...object.travelling])
     for (const id of storageIds(object.tensors)) {
       const users = (this.storageUsers.get(id) ?? 1) - 1
       if (users > 0) {

@@ -16,6 +16,7 @@ import { AgentClient, type Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
 import type { ActorInspection, ObjectInfo, TransferStat } from "./messages.js"
 import { PendingTransfers } from "./pendingTransfers.js"
+import { notPacked, packTensors, packable, packingOf, receivingBlock, travelMetas, unpackTensors } from "./packing.js"
 import { BufferUse, quarantine } from "./quarantine.js"
 import { type ReceiveObject, receiveLabel, receiveObject } from "./receiveObject.js"
 import { allocateFor, checkReceived, concatBytes, tensorMeta, tensorsFromBytes, validateMeta } from "./tensorMeta.js"
@@ -175,16 +176,18 @@ export class ProcessRuntime {
       if (total <= INLINE_LIMIT) {
         const info = checkDescribed({ ...base, inline: concatBytes(tensors, total) })
         // Kept as well: a ref passed back to this process must hand over these very tensors.
-        this.store.addPrimary({ objectId, transport: transportName, value, tensors })
+        this.store.addPrimary({ objectId, transport: transportName, value, tensors, travelling: tensors })
         this.inlineHeld.add(objectId)
         return info
       }
     }
-    checkDescribed(base)
-    const metadata = await this.hold(objectId, transportName, value, tensors)
-    if (metadata === undefined) return base
+    const packed = packable(tensors)
+    const described = checkDescribed(packed === undefined ? base : { ...base, packed })
+    const travelling = packed === undefined ? tensors : packTensors(tensors, packingOf(described.tensors, packed))
+    const metadata = await this.hold(objectId, transportName, value, tensors, travelling)
+    if (metadata === undefined) return described
     try {
-      return checkDescribed({ ...base, metadata })
+      return checkDescribed({ ...described, metadata })
     } catch (error) {
       await this.free([objectId])
       throw error
@@ -199,15 +202,15 @@ export class ProcessRuntime {
     return transport.capabilities.anyThread === true || (transport.extractMetadata === undefined && transport.release === undefined)
   }
 
-  private async hold(objectId: string, transportName: string, value: unknown, tensors: ReadonlyArray<Tensor>): Promise<unknown> {
+  private async hold(objectId: string, transportName: string, value: unknown, tensors: ReadonlyArray<Tensor>, travelling: ReadonlyArray<Tensor>): Promise<unknown> {
     const transport = this.transport(transportName)
-    this.store.addPrimary({ objectId, transport: transportName, value, tensors })
-    const wire = tensors.map(toWireTensor)
+    this.store.addPrimary({ objectId, transport: transportName, value, tensors, travelling })
+    const wire = travelling.map(toWireTensor)
     try {
       if (!this.registersHere(transport)) {
         return await this.agent.command({ op: "register", objectId, transport: transportName, tensors: wire, registeredByMain: false })
       }
-      const metadata = await transport.extractMetadata?.({ objectId, tensors })
+      const metadata = await transport.extractMetadata?.({ objectId, tensors: travelling })
       // Nothing comes back to wait for: the agent takes the registration in before any request for
       // the object (Agent.heldObject).
       this.agent
@@ -249,7 +252,7 @@ export class ProcessRuntime {
     const agentHolds = new Set(byAgent)
     for (const id of held.filter((id) => !agentHolds.has(id))) {
       const stored = this.store.getPrimary(id)!
-      await Promise.resolve(this.transport(stored.transport).release?.({ objectId: id, tensors: stored.tensors })).catch((e: unknown) => failures.push(e))
+      await Promise.resolve(this.transport(stored.transport).release?.({ objectId: id, tensors: stored.travelling })).catch((e: unknown) => failures.push(e))
       this.store.freePrimary(id)
     }
     if (byAgent.length === 0) released.catch(warnUnanswered(`releasing ${held.join(", ")} failed`))
@@ -335,6 +338,7 @@ export class ProcessRuntime {
   /** Turns an owner's ObjectInfo into a value here: the same tensors, inline bytes, or a transfer. */
   async resolve(info: ObjectInfo, options: ResolveOptions): Promise<Resolved> {
     const metas = info.tensors.map(validateMeta)
+    const packing = info.packed === undefined ? undefined : packingOf(metas, info.packed)
     const build = (tensors: ReadonlyArray<Tensor>) =>
       decodeValue(info.skeleton, { tensor: (i) => tensors[i] ?? missingTensor(i, tensors.length), ref: this.makeRef })
     if (info.producer === this.processId) {
@@ -364,8 +368,12 @@ export class ProcessRuntime {
     if (options.target !== undefined && !this.transport(via).capabilities.receiveIntoBuffers) {
       throw new UnsupportedOperationError({ message: `transport "${via}" cannot receive into target buffers` })
     }
-    const into = options.target ?? allocateFor(metas)
-    const request = { info, via, into, consumer: this.processId, collective: options.collective ?? false }
+    const into =
+      packing === undefined
+        ? (options.target ?? allocateFor(metas))
+        : [receivingBlock(packing), ...(options.target !== undefined ? notPacked(options.target, packing) : allocateFor(notPacked(metas, packing)))]
+    const travelling = packing === undefined ? info : { ...info, tensors: travelMetas(metas, packing) }
+    const request = { info: travelling, via, into, consumer: this.processId, collective: options.collective ?? false }
     const viaTransport = this.transport(via)
     const started = performance.now()
     // A collective receive stays with the agent, which numbers the group's collectives.
@@ -391,7 +399,8 @@ export class ProcessRuntime {
       startedAt: performance.timeOrigin + started,
       ms: performance.now() - started,
     }
-    return { value: build(into), received: true, tensors: into, stat }
+    const tensors = packing === undefined ? into : unpackTensors(metas, packing, into, options.target)
+    return { value: build(tensors), received: true, tensors, stat }
   }
 
   /** A receive this thread runs itself, with what its transport may write after it failed. */
@@ -426,6 +435,7 @@ const describedBound = (info: ObjectInfo): number => {
   bytes += 3 * (info.objectId.length + info.producer.length + info.producerAddress.length + info.transport.length)
   for (const t of info.tensors) bytes += 128 + 3 * (t.dtype.length + t.device.length) + 10 * t.shape.length
   for (const r of info.refs) bytes += 16 + 3 * r.length
+  bytes += 10 * (info.packed?.length ?? 0)
   return bytes
 }
 

@@ -1,0 +1,83 @@
+/**
+ * The block small tensors travel in (internal/packing.ts): which tensors go in, where each lies, and
+ * a peer's description of it checked before anything is allocated.
+ */
+import { describe, expect, it } from "vitest"
+import { createCpuMemoryPool } from "../src/CpuMemory.js"
+import { Tensor } from "../src/Tensor.js"
+import { withAllocator } from "../src/AllocatorScope.js"
+import { PACK_TENSOR_LIMIT, packTensors, packable, packingOf, travelMetas, unpackTensors } from "../src/internal/packing.js"
+import { tensorMeta } from "../src/internal/tensorMeta.js"
+import { thrown } from "./helpers/errors.ts"
+
+describe("packable", () => {
+  it("takes the tensors whose storage, in default host memory, is up to the limit, two or more of them", () => {
+    using pool = createCpuMemoryPool({ capacity: 1 << 16 })
+    const pooled = withAllocator(pool, () => Tensor.zeros([4]))
+    const [small, large] = [Tensor.zeros([4]), Tensor.zeros([PACK_TENSOR_LIMIT / 4 + 1])]
+    expect(packable([small, large, Tensor.zeros([PACK_TENSOR_LIMIT / 4]), pooled, small, large.slice(0, 0, 4)])).toEqual([0, 2, 4])
+    expect(packable([small, large, pooled, large.slice(0, 0, 1)])).toBeUndefined()
+    expect(packable([])).toBeUndefined()
+  })
+})
+
+describe("packingOf", () => {
+  const metas = [Tensor.zeros([3], { dtype: "int8" }), Tensor.zeros([5], { dtype: "float64" }), Tensor.zeros([2, 0]), Tensor.zeros([100])].map(tensorMeta)
+
+  it("places each packed tensor at a multiple of 64 bytes, in the value's order", () => {
+    expect(packingOf(metas, [0, 1, 2, 3])).toEqual({ indices: [0, 1, 2, 3], offsets: [0, 64, 128, 128], bytes: 528 })
+    expect(packingOf(metas, [1, 3])).toEqual({ indices: [1, 3], offsets: [0, 64], bytes: 464 })
+    expect(travelMetas(metas, packingOf(metas, [1, 3]))).toEqual([{ dtype: "uint8", shape: [464], device: "cpu", nbytes: 464 }, metas[0], metas[2]])
+  })
+
+  it("refuses a peer's indices out of order, repeated, out of range, or naming a tensor that cannot be packed", () => {
+    const large = [...metas, { dtype: "uint8", shape: [PACK_TENSOR_LIMIT + 1], device: "cpu", nbytes: PACK_TENSOR_LIMIT + 1 }]
+    const onGpu = [...metas, { dtype: "uint8", shape: [8], device: "cuda:0", nbytes: 8 }]
+    for (const [described, indices, message] of [
+      [metas, [1, 0], /must ascend/],
+      [metas, [1, 1], /must ascend/],
+      [metas, [0, 4], /must ascend within the object's 4 tensors/],
+      [metas, [-1, 0], /must ascend/],
+      [large, [0, 4], /tensor 4 \(65537 bytes on cpu\) cannot travel packed/],
+      [onGpu, [0, 4], /tensor 4 \(8 bytes on cuda:0\) cannot travel packed/],
+    ] as const) {
+      expect(thrown(() => packingOf(described, indices))).toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(message) })
+    }
+  })
+})
+
+describe("packTensors and unpackTensors", () => {
+  const value = () => [
+    Tensor.arange(6, { dtype: "float64" }).reshape([2, 3]).transpose(0, 1),
+    Tensor.zeros([PACK_TENSOR_LIMIT]),
+    Tensor.from([1, 2, 3], { dtype: "int8" }),
+    Tensor.full([], 7n, { dtype: "int64" }),
+  ]
+
+  it("copy the packed tensors into one block and give them back as views of it, the others as they travelled", () => {
+    const tensors = value()
+    const metas = tensors.map(tensorMeta)
+    const packing = packingOf(metas, packable(tensors)!)
+    expect(packing.indices).toEqual([0, 2, 3])
+    const travelled = packTensors(tensors, packing)
+    expect(travelled.length).toBe(2)
+    expect(travelled[1]).toBe(tensors[1])
+    const back = unpackTensors(metas, packing, travelled, undefined)
+    expect(back[1]).toBe(tensors[1])
+    for (const i of [0, 2, 3]) {
+      expect(back[i]!.storage).toBe(travelled[0]!.storage)
+      expect(back[i]!.equal(tensors[i]!)).toBe(true)
+      expect(back[i]!.shape).toEqual(tensors[i]!.shape)
+    }
+  })
+
+  it("copy into targets where given", () => {
+    const tensors = value()
+    const metas = tensors.map(tensorMeta)
+    const packing = packingOf(metas, packable(tensors)!)
+    const target = tensors.map((t) => Tensor.zeros(t.shape, { dtype: t.dtype }))
+    const back = unpackTensors(metas, packing, [packTensors(tensors, packing)[0]!, target[1]!], target)
+    back.forEach((t, i) => expect(t).toBe(target[i]))
+    for (const i of [0, 2, 3]) expect(target[i]!.equal(tensors[i]!)).toBe(true)
+  })
+})
