@@ -5,7 +5,7 @@
  */
 import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, Tensor, start } from "@tensorlane/core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { PackingWorker, mixed } from "./fixtures/packingActors.ts"
+import { PackingWorker, filled, mixed } from "./fixtures/packingActors.ts"
 import { digest, sample, tensorsOf } from "./fixtures/samples.ts"
 import { expectClean, take as takeFrom } from "./helpers.ts"
 
@@ -54,6 +54,17 @@ describe("small tensors of one value travel packed", () => {
     const got = await cluster.get(ref)
     expect(digest(got)).toEqual(digest(expected))
     expect(got.pooled!.storage).not.toBe(got.scalar.storage)
+    ref.release()
+  })
+
+  it("more than a block holds travel in several blocks", async () => {
+    // 70 tensors just under 1 MiB: 67 fill the first block of 64 MiB.
+    const ref = a.filled.options({ tensorTransport: "nixl" })(70, 1_000_000)
+    const expected = digest(filled(70, 1_000_000))
+    expect(await take(b.digest(ref))).toEqual(expected)
+    const got = await cluster.get(ref)
+    expect(digest(got)).toEqual(expected)
+    expect(new Set(got.map((t) => t.storage)).size).toBe(2)
     ref.release()
   })
 

@@ -6,16 +6,16 @@ import { describe, expect, it } from "vitest"
 import { createCpuMemoryPool } from "../src/CpuMemory.js"
 import { Tensor } from "../src/Tensor.js"
 import { withAllocator } from "../src/AllocatorScope.js"
-import { PACK_TENSOR_LIMIT, packTensors, packable, packingOf, travelMetas, unpackTensors } from "../src/internal/packing.js"
+import { PACK_BELOW_BYTES, PACK_BLOCK_BYTES, packTensors, packable, packingOf, travelMetas, unpackTensors } from "../src/internal/packing.js"
 import { tensorMeta } from "../src/internal/tensorMeta.js"
 import { thrown } from "./helpers/errors.ts"
 
 describe("packable", () => {
-  it("takes the tensors whose storage, in default host memory, is up to the limit, two or more of them", () => {
+  it("takes the tensors whose storage, in default host memory, is below the limit, two or more of them", () => {
     using pool = createCpuMemoryPool({ capacity: 1 << 16 })
     const pooled = withAllocator(pool, () => Tensor.zeros([4]))
-    const [small, large] = [Tensor.zeros([4]), Tensor.zeros([PACK_TENSOR_LIMIT / 4 + 1])]
-    expect(packable([small, large, Tensor.zeros([PACK_TENSOR_LIMIT / 4]), pooled, small, large.slice(0, 0, 4)])).toEqual([0, 2, 4])
+    const [small, large] = [Tensor.zeros([4]), Tensor.zeros([PACK_BELOW_BYTES / 4])]
+    expect(packable([small, large, Tensor.zeros([PACK_BELOW_BYTES / 4 - 1]), pooled, small, large.slice(0, 0, 4)])).toEqual([0, 2, 4])
     expect(packable([small, large, pooled, large.slice(0, 0, 1)])).toBeUndefined()
     expect(packable([])).toBeUndefined()
   })
@@ -25,20 +25,30 @@ describe("packingOf", () => {
   const metas = [Tensor.zeros([3], { dtype: "int8" }), Tensor.zeros([5], { dtype: "float64" }), Tensor.zeros([2, 0]), Tensor.zeros([100])].map(tensorMeta)
 
   it("places each packed tensor at a multiple of 64 bytes, in the value's order", () => {
-    expect(packingOf(metas, [0, 1, 2, 3])).toEqual({ indices: [0, 1, 2, 3], offsets: [0, 64, 128, 128], bytes: 528 })
-    expect(packingOf(metas, [1, 3])).toEqual({ indices: [1, 3], offsets: [0, 64], bytes: 464 })
+    expect(packingOf(metas, [0, 1, 2, 3])).toEqual({ indices: [0, 1, 2, 3], blocks: [0, 0, 0, 0], offsets: [0, 64, 128, 128], blockBytes: [528] })
+    expect(packingOf(metas, [1, 3])).toEqual({ indices: [1, 3], blocks: [0, 0], offsets: [0, 64], blockBytes: [464] })
     expect(travelMetas(metas, packingOf(metas, [1, 3]))).toEqual([{ dtype: "uint8", shape: [464], device: "cpu", nbytes: 464 }, metas[0], metas[2]])
   })
 
+  it("starts a new block where one would pass PACK_BLOCK_BYTES", () => {
+    const many = Array.from({ length: 70 }, () => ({ dtype: "uint8", shape: [1_000_000], device: "cpu", nbytes: 1_000_000 }))
+    const packing = packingOf(many, many.map((_, i) => i))
+    const fit = Math.floor(PACK_BLOCK_BYTES / 1_000_000)
+    expect(packing.blockBytes).toEqual([fit * 1_000_000, (70 - fit) * 1_000_000])
+    expect(packing.blocks).toEqual(many.map((_, i) => (i < fit ? 0 : 1)))
+    expect(packing.offsets[fit]).toBe(0)
+    expect(travelMetas(many, packing).map((m) => m.nbytes)).toEqual(packing.blockBytes)
+  })
+
   it("refuses a peer's indices out of order, repeated, out of range, or naming a tensor that cannot be packed", () => {
-    const large = [...metas, { dtype: "uint8", shape: [PACK_TENSOR_LIMIT + 1], device: "cpu", nbytes: PACK_TENSOR_LIMIT + 1 }]
+    const large = [...metas, { dtype: "uint8", shape: [PACK_BELOW_BYTES], device: "cpu", nbytes: PACK_BELOW_BYTES }]
     const onGpu = [...metas, { dtype: "uint8", shape: [8], device: "cuda:0", nbytes: 8 }]
     for (const [described, indices, message] of [
       [metas, [1, 0], /must ascend/],
       [metas, [1, 1], /must ascend/],
       [metas, [0, 4], /must ascend within the object's 4 tensors/],
       [metas, [-1, 0], /must ascend/],
-      [large, [0, 4], /tensor 4 \(65537 bytes on cpu\) cannot travel packed/],
+      [large, [0, 4], /tensor 4 \(1048576 bytes on cpu\) cannot travel packed/],
       [onGpu, [0, 4], /tensor 4 \(8 bytes on cuda:0\) cannot travel packed/],
     ] as const) {
       expect(thrown(() => packingOf(described, indices))).toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(message) })
@@ -49,7 +59,7 @@ describe("packingOf", () => {
 describe("packTensors and unpackTensors", () => {
   const value = () => [
     Tensor.arange(6, { dtype: "float64" }).reshape([2, 3]).transpose(0, 1),
-    Tensor.zeros([PACK_TENSOR_LIMIT]),
+    Tensor.zeros([PACK_BELOW_BYTES / 4]),
     Tensor.from([1, 2, 3], { dtype: "int8" }),
     Tensor.full([], 7n, { dtype: "int64" }),
   ]

@@ -4,8 +4,8 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { integerSetting, readSetting } from "../Settings.js"
 
-/** Storages below this size are not worth recycling: fresh small allocations are cheap. */
-const RECYCLE_MIN_BYTES = 1 << 20
+/** Storages below this size are not worth recycling: fresh small allocations are cheap (and travel packed, packing.ts). */
+export const RECYCLE_MIN_BYTES = 1 << 20
 
 /** Blocks of one size out (alive, or dead and unproven) before a miss collects, at first (see HostMemoryCache). */
 const FIRST_BLOCKS_OUT = 2

@@ -16,7 +16,7 @@ import { AgentClient, type Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
 import type { ActorInspection, ObjectInfo, TransferStat } from "./messages.js"
 import { PendingTransfers } from "./pendingTransfers.js"
-import { notPacked, packTensors, packable, packingOf, receivingBlock, travelMetas, unpackTensors } from "./packing.js"
+import { notPacked, packTensors, packable, packingOf, receivingBlocks, travelMetas, unpackTensors } from "./packing.js"
 import { BufferUse, quarantine } from "./quarantine.js"
 import { type ReceiveObject, receiveLabel, receiveObject } from "./receiveObject.js"
 import { allocateFor, checkReceived, concatBytes, tensorMeta, tensorsFromBytes, validateMeta } from "./tensorMeta.js"
@@ -371,7 +371,7 @@ export class ProcessRuntime {
     const into =
       packing === undefined
         ? (options.target ?? allocateFor(metas))
-        : [receivingBlock(packing), ...(options.target !== undefined ? notPacked(options.target, packing) : allocateFor(notPacked(metas, packing)))]
+        : [...receivingBlocks(packing), ...(options.target !== undefined ? notPacked(options.target, packing) : allocateFor(notPacked(metas, packing)))]
     const travelling = packing === undefined ? info : { ...info, tensors: travelMetas(metas, packing) }
     const request = { info: travelling, via, into, consumer: this.processId, collective: options.collective ?? false }
     const viaTransport = this.transport(via)
