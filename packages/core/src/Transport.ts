@@ -30,6 +30,7 @@ import {
   type TransferError,
   type UnsupportedOperationError,
 } from "./Errors.js"
+import type { Storage } from "./Allocator.js"
 import type { Tensor } from "./Tensor.js"
 import { attempt } from "./internal/attempt.js"
 import type { TensorMeta } from "./internal/messages.js"
@@ -248,6 +249,12 @@ export interface TensorTransport {
   readonly destroyGroup?: (name: string) => Effect.Effect<void, DestroyGroupFailure>
   readonly inspect?: () => TransportInspection
   /**
+   * Whether this host storage's memory is registered with the transport already (pinned by the user,
+   * or held by a live object): its tensors then travel as they are, never copied into a packed block,
+   * which would take a registration of its own.
+   */
+  readonly registered?: (storage: Storage) => boolean
+  /**
    * One-time setup whose cost the first transfer would pay otherwise (loading a native library,
    * starting an agent). Each actor process runs it once, in its transfer agent, as the actor starts;
    * it cannot fail: what it could not do, the first transfer that needs it does again and raises.
@@ -278,6 +285,7 @@ export interface PromiseTransport {
   readonly createGroup?: (setup: GroupSetup) => Promise<void>
   readonly destroyGroup?: (name: string) => Promise<void>
   readonly inspect?: () => TransportInspection
+  readonly registered?: (storage: Storage) => boolean
   /** As `TensorTransport.prepare`; what it throws or rejects with is ignored. */
   readonly prepare?: () => void | Promise<void>
   readonly close?: () => void | Promise<void>
@@ -342,6 +350,7 @@ export const defineTransport = <P extends PromiseTransport>(transport: P): Defin
     ...(p.createGroup === undefined ? {} : { createGroup: (setup) => attempt(() => p.createGroup!(setup)) }),
     ...(p.destroyGroup === undefined ? {} : { destroyGroup: (name) => attempt(() => p.destroyGroup!(name)) }),
     ...(p.inspect === undefined ? {} : { inspect: () => p.inspect!() }),
+    ...(p.registered === undefined ? {} : { registered: (storage) => p.registered!(storage) }),
     ...(p.prepare === undefined ? {} : { prepare: Effect.catchCause(attempt(() => p.prepare!()), () => Effect.void) }),
     ...(p.close === undefined ? {} : { close: Effect.orDie(attempt(() => p.close!())) }),
     promise: p,

@@ -3,12 +3,15 @@
  * a peer's description of it checked before anything is allocated.
  */
 import { describe, expect, it } from "vitest"
-import { createCpuMemoryPool } from "../src/CpuMemory.js"
+import { cpuAllocator, createCpuMemoryPool } from "../src/CpuMemory.js"
 import { Tensor } from "../src/Tensor.js"
 import { withAllocator } from "../src/AllocatorScope.js"
 import { PACK_BELOW_BYTES, PACK_BLOCK_BYTES, packTensors, packable, packingOf, travelMetas, unpackTensors } from "../src/internal/packing.js"
 import { tensorMeta } from "../src/internal/tensorMeta.js"
 import { thrown } from "./helpers/errors.ts"
+import { countedGc } from "./helpers/gc.ts"
+
+const collections = countedGc()
 
 describe("packable", () => {
   it("takes the tensors whose storage, in default host memory, is below the limit, two or more of them", () => {
@@ -18,6 +21,15 @@ describe("packable", () => {
     expect(packable([small, large, Tensor.zeros([PACK_BELOW_BYTES / 4 - 1]), pooled, small, large.slice(0, 0, 4)])).toEqual([0, 2, 4])
     expect(packable([small, large, pooled, large.slice(0, 0, 1)])).toBeUndefined()
     expect(packable([])).toBeUndefined()
+  })
+
+  it("leaves out a view spanning more than its storage (a zero stride), and the storages the transport holds registered", () => {
+    const small = Tensor.zeros([4])
+    const broadcast = Tensor.fromStorage(Tensor.zeros([1]).storage, { dtype: "float32", shape: [PACK_BELOW_BYTES], strides: [0] })
+    expect(packable([small, broadcast, small])).toEqual([0, 2])
+    const pinned = Tensor.zeros([4])
+    expect(packable([small, pinned, small], (storage) => storage === pinned.storage)).toEqual([0, 2])
+    expect(packable([small, pinned], (storage) => storage === pinned.storage)).toBeUndefined()
   })
 })
 
@@ -79,6 +91,17 @@ describe("packTensors and unpackTensors", () => {
       expect(back[i]!.equal(tensors[i]!)).toBe(true)
       expect(back[i]!.shape).toEqual(tensors[i]!.shape)
     }
+  })
+
+  it("zero the gaps between packed tensors: a block from the host cache holds what an earlier storage left there", async () => {
+    const tensors = [Tensor.from([1, 2, 3], { dtype: "int8" }), Tensor.full([PACK_BELOW_BYTES - 1], 4, { dtype: "uint8" })]
+    const packing = packingOf(tensors.map(tensorMeta), [0, 1])
+    // Two blocks of the size out and dead (HostMemory.test.ts): the next allocation collects and takes one of them.
+    for (let i = 0; i < 2; i++) cpuAllocator.allocate(packing.blockBytes[0]!).bytes.fill(0xee)
+    await new Promise((resolve) => setImmediate(resolve))
+    const [block] = packTensors(tensors, packing)
+    expect(collections.count).toBe(1)
+    expect([...block!.storage.bytes.subarray(0, 65)]).toEqual([1, 2, 3, ...new Array(61).fill(0), 4])
   })
 
   it("copy into targets where given", () => {

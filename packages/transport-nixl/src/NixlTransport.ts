@@ -51,6 +51,9 @@ export const nixl = defineTransport({
     if (nixlLoaded !== undefined) releaseObject(nixlLoaded, objectId)
   },
 
+  // A storage pinned by registerNixlMemory, or registered for a live object, travels without a new registration.
+  registered: (storage) => loadedNixl()?.regionOf(storageMemory(storage)) !== undefined,
+
   fetch: async ({ objectId, producer, consumer, metadata, into, signal }) => {
     const what = `nixl fetch of ${objectId} from ${producer} to ${consumer}`
     if (into.length === 0) return

@@ -4,7 +4,7 @@
  * storage at each end and its own part of every transfer and registration (tens of µs), and one of
  * the host cache does not recycle (below 1 MiB) fresh pages at each end besides: more than the copy.
  */
-import type { Allocator } from "../Allocator.js"
+import type { Allocator, Storage } from "../Allocator.js"
 import { cpuAllocator } from "../CpuMemory.js"
 import { currentAllocator } from "../AllocatorScope.js"
 import { DTypes, type DType } from "../DType.js"
@@ -42,11 +42,16 @@ export interface Packing {
 
 const alignUp = (n: number): number => Math.ceil(n / PACK_ALIGN) * PACK_ALIGN
 
-/** The tensors of a value that travel packed, or undefined where fewer than two would. */
-export const packable = (tensors: ReadonlyArray<Tensor>): ReadonlyArray<number> | undefined => {
+/**
+ * The tensors of a value that travel packed, or undefined where fewer than two would: `registered`
+ * (the transport's) says which storages it holds a registration of already.
+ */
+export const packable = (tensors: ReadonlyArray<Tensor>, registered?: (storage: Storage) => boolean): ReadonlyArray<number> | undefined => {
   const indices: Array<number> = []
   tensors.forEach((t, i) => {
-    if (t.storage.allocator === cpuAllocator && t.storage.byteLength < PACK_BELOW_BYTES) indices.push(i)
+    // nbytes too: a view with a zero stride can span more than its storage.
+    const small = t.storage.allocator === cpuAllocator && t.storage.byteLength < PACK_BELOW_BYTES && t.nbytes < PACK_BELOW_BYTES
+    if (small && registered?.(t.storage) !== true) indices.push(i)
   })
   return indices.length >= 2 ? indices : undefined
 }
@@ -96,10 +101,19 @@ export const travelMetas = (metas: ReadonlyArray<TensorMeta>, packing: Packing):
 const blocksFrom = (allocator: Allocator, packing: Packing): Array<Tensor> =>
   packing.blockBytes.map((bytes) => Tensor.fromStorage(allocator.allocate(bytes), { dtype: "uint8", shape: [bytes] }))
 
-/** The producer's travelling tensors: new blocks holding a copy of the packed ones, then the rest. */
+/**
+ * The producer's travelling tensors: new blocks holding a copy of the packed ones, then the rest. The
+ * alignment gaps are zeroed: a block from the host cache holds what an earlier storage left there.
+ */
 export const packTensors = (tensors: ReadonlyArray<Tensor>, packing: Packing): Array<Tensor> => {
   const blocks = blocksFrom(cpuAllocator, packing)
-  packing.indices.forEach((index, k) => blocks[packing.blocks[k]!]!.storage.bytes.set(tensors[index]!.contiguousBytes(), packing.offsets[k]))
+  let end = 0
+  packing.indices.forEach((index, k) => {
+    const [bytes, offset, tensor] = [blocks[packing.blocks[k]!]!.storage.bytes, packing.offsets[k]!, tensors[index]!]
+    bytes.fill(0, offset === 0 ? 0 : end, offset)
+    bytes.set(tensor.contiguousBytes(), offset)
+    end = offset + tensor.nbytes
+  })
   return [...blocks, ...notPacked(tensors, packing)]
 }
 

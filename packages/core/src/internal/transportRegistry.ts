@@ -150,6 +150,7 @@ const runEffectHooks = (t: TensorTransport): PromiseTransport => {
     ...(t.createGroup === undefined ? {} : { createGroup: hook(t.createGroup) }),
     ...(t.destroyGroup === undefined ? {} : { destroyGroup: (name: string) => run(t.destroyGroup!(name)) }),
     ...(t.inspect === undefined ? {} : { inspect: t.inspect }),
+    ...(t.registered === undefined ? {} : { registered: t.registered }),
     ...(t.prepare === undefined ? {} : { prepare: () => run(t.prepare!) }),
     ...(t.close === undefined ? {} : { close: () => run(t.close!) }),
   }
