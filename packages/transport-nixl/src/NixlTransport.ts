@@ -12,7 +12,7 @@ import { TRANSPORT, toTensorlaneError } from "./internal/failures.js"
 import { loadNixl, loadedNixl } from "./Loader.js"
 import { storageMemory, tensorMemory } from "./internal/memory.js"
 import type { NixlMetadata } from "./AddonTypes.js"
-import { registerObject, releaseObject } from "./internal/registrations.js"
+import { isPinned, registerObject, releaseObject } from "./internal/registrations.js"
 
 /** Reads of this thread still running, so that close() can end them before the worker goes. */
 const running = new Set<NativeOperation>()
@@ -51,8 +51,8 @@ export const nixl = defineTransport({
     if (nixlLoaded !== undefined) releaseObject(nixlLoaded, objectId)
   },
 
-  // A storage pinned by registerNixlMemory, or registered for a live object, travels without a new registration.
-  registered: (storage) => loadedNixl()?.regionOf(storageMemory(storage)) !== undefined,
+  // A storage pinned by registerNixlMemory travels without a new registration (the pins are this thread's, as the registrations of its objects).
+  registered: isPinned,
 
   fetch: async ({ objectId, producer, consumer, metadata, into, signal }) => {
     const what = `nixl fetch of ${objectId} from ${producer} to ${consumer}`

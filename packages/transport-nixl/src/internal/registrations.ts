@@ -102,6 +102,9 @@ export const pin = (addon: NixlAddon, tensor: Tensor): void => {
   else entry.count++
 }
 
+/** Whether registerNixlMemory pinned this storage in this thread. */
+export const isPinned = (storage: Storage): boolean => pins.has(storage)
+
 export const unpin = (addon: NixlAddon, tensor: Tensor): void => {
   const entry = pins.get(tensor.storage)
   if (entry === undefined) {
