@@ -69,3 +69,33 @@ it("tells its agent of the release of what it registered there, and of no small 
   expect(commands[1].objectIds).toEqual(["producer.2"])
   expect(runtime.store.inspect().primary).toEqual([])
 })
+
+it("packs a value's small tensors but those its transport holds registered, asking a transport written as a class with its own `this`", async () => {
+  // TEST DOUBLE of the agent: it answers every command at once.
+  const agent = { address: "agent.sock", command: () => Promise.resolve(undefined) } as unknown as AgentClient
+  class Pinning {
+    readonly name = "pinning"
+    readonly capabilities = { oneSided: true, needsGroup: false, abortable: true, devices: ["cpu" as const], receiveIntoBuffers: true, anyThread: true }
+    readonly pinned = new Set<unknown>()
+    registeredWith: Array<number> = []
+    registered(storage: unknown): boolean {
+      return this.pinned.has(storage)
+    }
+    extractMetadata({ tensors }: { tensors: ReadonlyArray<Tensor> }): undefined {
+      this.registeredWith = tensors.map((t) => t.nbytes)
+      return undefined
+    }
+    fetch(): Promise<void> {
+      return Promise.reject(new Error("no fetch here"))
+    }
+  }
+  const pinning = defineTransport(new Pinning())
+  const runtime = new ProcessRuntime("producer", { id: "test", closed: false }, agent, new TensorStore(), new Map([["pinning", pinning]]), (id) => id as never, new Fetches(undefined))
+  const [a, pinned, b] = [Tensor.zeros([1 << 14]), Tensor.zeros([1 << 14]), Tensor.zeros([3])]
+  pinning.pinned.add(pinned.storage)
+  const info = await runtime.produce("producer.1", { a, pinned, b }, "pinning", "result")
+  expect(info.packed).toEqual([0, 2])
+  // The block (a at 0, b at the next multiple of 64 bytes), then the pinned tensor as it is.
+  expect(pinning.registeredWith).toEqual([(1 << 16) + 12, 1 << 16])
+  await runtime.free(["producer.1"])
+})

@@ -45,6 +45,18 @@ describe("value codec", () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
   })
 
+  it("keeps a key that Object.prototype has as an accessor (an assertion library's `should`) or a read-only value", () => {
+    Object.defineProperty(Object.prototype, "shouldTl", { get: () => undefined, set: () => {}, configurable: true })
+    try {
+      const value = roundTrip({ shouldTl: Tensor.ones([2]), constructor: 5 }) as Record<string, any>
+      expect(Object.keys(value)).toEqual(["shouldTl", "constructor"])
+      expect(Object.getOwnPropertyDescriptor(value, "shouldTl")?.value.shape).toEqual([2])
+      expect(value.constructor).toBe(5)
+    } finally {
+      delete (Object.prototype as Record<string, unknown>).shouldTl
+    }
+  })
+
   it("returns a value that nothing else holds: its tensors die in the first collection after it", async () => {
     // V8's deserializer keeps the objects it made reachable until it is collected itself; tensors
     // written into them survived one collection, so their memory waited for a second one.

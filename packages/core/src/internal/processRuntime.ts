@@ -181,7 +181,7 @@ export class ProcessRuntime {
         return info
       }
     }
-    const packed = packable(tensors, transport.registered)
+    const packed = packable(tensors, transport.registered && ((storage) => transport.registered!(storage)))
     const described = checkDescribed(packed === undefined ? base : { ...base, packed })
     const travelling = packed === undefined ? tensors : packTensors(tensors, packingOf(described.tensors, packed))
     const metadata = await this.hold(objectId, transportName, value, tensors, travelling)

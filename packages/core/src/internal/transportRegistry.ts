@@ -8,6 +8,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
+import type { Storage } from "../Allocator.js"
 import { TransportLoadError, UnknownTransportError } from "../Errors.js"
 import { type DefinedTransport, type FetchRequest, type PromiseTransport, type TensorTransport, defineTransport, isTensorTransport } from "../Transport.js"
 import { importModule } from "./typeScript.js"
@@ -150,7 +151,7 @@ const runEffectHooks = (t: TensorTransport): PromiseTransport => {
     ...(t.createGroup === undefined ? {} : { createGroup: hook(t.createGroup) }),
     ...(t.destroyGroup === undefined ? {} : { destroyGroup: (name: string) => run(t.destroyGroup!(name)) }),
     ...(t.inspect === undefined ? {} : { inspect: t.inspect }),
-    ...(t.registered === undefined ? {} : { registered: t.registered }),
+    ...(t.registered === undefined ? {} : { registered: (storage: Storage) => t.registered!(storage) }),
     ...(t.prepare === undefined ? {} : { prepare: () => run(t.prepare!) }),
     ...(t.close === undefined ? {} : { close: () => run(t.close!) }),
   }

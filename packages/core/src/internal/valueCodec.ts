@@ -24,11 +24,12 @@ const isPlainObject = (value: object): boolean => {
 }
 
 /**
- * A key named "__proto__" is defined, not assigned, so that it stays a key instead of replacing the
- * prototype; every other key is assigned (defineProperty costs about a µs a key).
+ * A key that Object.prototype has ("__proto__", "constructor", a library's accessor) is defined, not
+ * assigned: it stays a key of its own instead of replacing the prototype, calling a setter, or
+ * failing on a frozen prototype. Every other key is assigned (defineProperty costs about a µs a key).
  */
 const setKey = (target: Record<string, unknown>, key: string, value: unknown): void => {
-  if (key === "__proto__") Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+  if (key in target) Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
   else target[key] = value
 }
 
