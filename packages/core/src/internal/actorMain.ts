@@ -77,6 +77,9 @@ const onMessage = (message: ToActor, frame: Frame): void => {
 }
 
 class Actor {
+  /** Set by the driver's Shutdown: the process ends with what it holds, so a free its closing cuts short is no failure. */
+  private closing = false
+
   private constructor(
     private readonly init: Init,
     readonly runtime: ProcessRuntime,
@@ -169,6 +172,7 @@ class Actor {
           )
         return
       case "Shutdown":
+        this.closing = true
         this.runtime.close().finally(() => process.exit(0))
         return
     }
@@ -177,7 +181,9 @@ class Actor {
   private free(objectIds: ReadonlyArray<string>): void {
     this.runtime.free(objectIds).then(
       () => this.recycler.afterFree(),
-      (error) => console.error("tensorlane: free failed:", error),
+      (error) => {
+        if (!this.closing) console.error("tensorlane: free failed:", error)
+      },
     )
   }
 }
