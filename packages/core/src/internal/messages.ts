@@ -45,7 +45,7 @@ export const ObjectInfo = Schema.Struct({
   tensors: Schema.Array(TensorMeta),
   /** Tensor bytes of small object-store values, concatenated in tensor order. */
   inline: Schema.optional(Bytes),
-  /** The tensors that travel packed in one block, ahead of the others (packing.ts). */
+  /** The tensors that travel packed in blocks, ahead of the others (packing.ts). */
   packed: Schema.optional(Schema.Array(Count)),
   /** Opaque transport metadata produced on the producer (e.g. registration descriptors). */
   metadata: Schema.optional(Schema.Unknown),

@@ -1,6 +1,6 @@
 /**
- * The small host tensors of one value travel packed: copied, as the value is produced, into one block
- * that moves as a single tensor, and received as views of one block. A tensor of its own costs a
+ * The small host tensors of one value travel packed: copied, as the value is produced, into blocks
+ * that move as single tensors, and received as views of those blocks. A tensor of its own costs a
  * storage at each end and its own part of every transfer and registration (tens of µs), and one of
  * the host cache does not recycle (below 1 MiB) fresh pages at each end besides: more than the copy.
  */
@@ -110,7 +110,8 @@ export const packTensors = (tensors: ReadonlyArray<Tensor>, packing: Packing): A
   let end = 0
   packing.indices.forEach((index, k) => {
     const [bytes, offset, tensor] = [blocks[packing.blocks[k]!]!.storage.bytes, packing.offsets[k]!, tensors[index]!]
-    bytes.fill(0, offset === 0 ? 0 : end, offset)
+    // A new block's first tensor is at 0, before the last one's end: the range is empty.
+    bytes.fill(0, end, offset)
     bytes.set(tensor.contiguousBytes(), offset)
     end = offset + tensor.nbytes
   })
