@@ -1,8 +1,8 @@
 /**
  * How many blocks of a size the host-memory cache lets circulate, and how fast that grows: small
  * blocks double up to 128 MiB of them (shared by the sizes in use past 16 blocks each), large ones add
- * one up to 16, never more than the cache holds, so that a loop of results collects once per
- * allowance rather than after every call. A fresh cache of 256 MiB for each test (1 GiB where said);
+ * one up to 16, or up to 16 calls' worth where a call holds several, never more than the cache holds,
+ * so that a loop of results collects once per allowance rather than after every call. A fresh cache of 256 MiB for each test (1 GiB where said);
  * collections are counted. Where a test collects on the spot, each collection takes 8 ms of a clock
  * of its own: the cache weighs a collection's time against page faults, and a worker's real
  * collections on a loaded machine (40 ms) turned those off.
@@ -32,46 +32,93 @@ afterAll(() => {
 })
 
 describe("host memory cache allowance", () => {
+  const expectNoCollection = async () => {
+    await nextJob()
+    const before = collections.count
+    allocator.recycleHostMemory(1 << 30)
+    expect(collections.count).toBe(before)
+  }
+
   /**
-   * Runs one idle collection per expected allowance: each time, the size's allowance out (held, or
-   * dropped unproven) and none idle, so the collection runs and raises it to the next one.
+   * Takes blocks `from` up to `to` of a round (below, `keep` of all are kept, and the last `perCall`
+   * of the round held): how many came back warm. A function of its own, so that no dropped block
+   * stays in a register of the test's async frame across its awaits.
    */
-  const climb = async (bytes: number, allowances: ReadonlyArray<number>) => {
-    const held: Array<Uint8Array> = []
-    let out = 2
-    for (const next of allowances) {
-      for (let i = held.length; i < out; i++) allocator.cpuAllocator.allocate(bytes).bytes[0] = 1
+  const takeBlocks = (bytes: number, from: number, to: number, out: number, kept: Array<Uint8Array>, held: Array<Uint8Array>, keep: number, perCall: number) => {
+    let warm = 0
+    for (let i = from; i < to; i++) {
+      const block = allocator.cpuAllocator.allocate(bytes).bytes
+      if (block[0] === 1) warm++
+      block[0] = 1
+      if (kept.length < keep) kept.push(block)
+      else if (i >= out - perCall) held.push(block)
+    }
+    return warm
+  }
+
+  /**
+   * Runs a round per allowance, the first of 2 blocks, then one per expected allowance (a repeated
+   * last value: it stays): a loop of results takes the size's allowance (those the last collection
+   * recycled come back warm, the rest fresh), the last `perCall` of them held while the round's
+   * collection runs (a call's own blocks, dropped after it), the first `keep` of all kept throughout
+   * (a model's weights), the others dropped at once. The round's last block, and none before it,
+   * makes the size run out: its idle collection runs (and raises the allowance for the next round).
+   * Returns how many blocks of each round came back warm.
+   */
+  const climb = async (bytes: number, allowances: ReadonlyArray<number>, { perCall = 0, keep = 0 } = {}) => {
+    const kept: Array<Uint8Array> = []
+    const recycled: Array<number> = []
+    let carried = 0
+    for (const out of [2, ...allowances]) {
+      const held: Array<Uint8Array> = []
+      // The last round's held blocks are out still, dropped but not proven dead.
+      const first = kept.length + carried
+      let warm = takeBlocks(bytes, first, out - 1, out, kept, held, keep, perCall)
+      // One block short of its allowance, the size is not running out yet.
+      await expectNoCollection()
+      warm += takeBlocks(bytes, Math.max(first, out - 1), out, out, kept, held, keep, perCall)
+      recycled.push(warm)
       await nextJob()
       const before = collections.count
       allocator.recycleHostMemory(1 << 30)
       expect(collections.count).toBe(before + 1)
-      // What the collection recycled comes back warm; hold it, so that every block is out again.
-      while (held.length < out) held.push(allocator.cpuAllocator.allocate(bytes).bytes)
-      expect(held.every((b) => b[0] === 1)).toBe(true)
-      out = next
+      // The blocks held through the collection are the program's still.
+      expect([...kept, ...held].every((b) => b[0] === 1)).toBe(true)
+      carried = held.length
     }
-    return { held, out }
+    return recycled
   }
 
-  /** An idle collection runs now: a size has its whole allowance out and none idle (so it may have no more out). */
-  const expectCollectsAt = () => {
-    const before = collections.count
-    allocator.recycleHostMemory(1 << 30)
-    expect(collections.count).toBe(before + 1)
+  /** Takes a size's whole allowance `out`, each block dropped: none idle after. */
+  const takeAll = async (bytes: number, out: number) => {
+    for (let i = 0; i < out; i++) allocator.cpuAllocator.allocate(bytes).bytes[0] = 1
+    await nextJob()
   }
 
   it("doubles the blocks of a small size that circulate, up to 128 MiB of them", async () => {
-    const { held } = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
-    expect(held).toHaveLength(128)
-    expectCollectsAt()
+    const recycled = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
+    // Each round got the blocks of the one before back warm.
+    expect(recycled).toEqual([0, 2, 4, 8, 16, 32, 64, 128])
+  })
+
+  it("lets a call that holds many blocks of a size have 16 calls' worth out", async () => {
+    // Each collection finds 8 blocks of 2 MiB held that were handed out since the one before: 128
+    // blocks (256 MiB, the whole cache), where a call of one would stop at 64 (128 MiB).
+    await climb(2 * MiB, [4, 8, 16, 32, 64, 128, 128], { perCall: 8 })
+    await freshCache(256 * MiB)
+    await climb(2 * MiB, [4, 8, 16, 32, 64, 64], { perCall: 1 })
+  })
+
+  it("counts as a call's the blocks held since the collection before, not those kept longer", async () => {
+    // 8 blocks of 2 MiB taken in the first rounds and kept: held at every collection, but not handed
+    // out since the one before, from the fourth on. Counted as a call's, they would lift it to 128.
+    await climb(2 * MiB, [4, 8, 16, 32, 64, 64], { keep: 8 })
   })
 
   it("lets the sizes in use share the 128 MiB past 16 blocks each", async () => {
-    const { held: small } = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
+    await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
     // 1 MiB holds 112 MiB past its 16 blocks: 2 MiB stops at 16 (it alone would reach 64).
-    const { held } = await climb(2 * MiB, [4, 8, 16, 16])
-    expect([small.length, held.length]).toEqual([128, 16])
-    expectCollectsAt()
+    await climb(2 * MiB, [4, 8, 16, 16])
   })
 
   it("takes the share back from a size no longer allocated", async () => {
@@ -80,20 +127,15 @@ describe("host memory cache allowance", () => {
     // fill a cache of 256 MiB): 1 MiB no longer holds its share, and 4 MiB climbs to 32 blocks.
     for (let i = 0; i < 1100; i++) allocator.cpuAllocator.allocate(32 * MiB)
     await nextJob()
-    const { held } = await climb(4 * MiB, [4, 8, 16, 32, 32])
-    expect(held).toHaveLength(32)
-    expectCollectsAt()
+    allocator.recycleHostMemory(1 << 30)
+    await climb(4 * MiB, [4, 8, 16, 32, 32])
   })
 
   it("adds one block of a large size at a time, up to what the whole cache holds", async () => {
     // Eight blocks of 32 MiB fill the cache of 256 MiB.
-    const { held } = await climb(32 * MiB, [3, 4, 5, 6, 7, 8, 8])
-    expect(held).toHaveLength(8)
-    expectCollectsAt()
+    await climb(32 * MiB, [3, 4, 5, 6, 7, 8, 8])
     // Two blocks of 128 MiB fill the cache of 256 MiB: they stay at 2.
-    const { held: two } = await climb(128 * MiB, [2, 2])
-    expect(two).toHaveLength(2)
-    expectCollectsAt()
+    await climb(128 * MiB, [2, 2, 2])
   })
 
   /** A loop of results of `bytes`, each dropped at once, an idle moment reported after each where `idle`: its collections. */
@@ -218,9 +260,9 @@ describe("host memory cache allowance", () => {
   })
 
   it("collects nothing while every size has fewer blocks out than its allowance", async () => {
-    const { held, out } = await climb(3 * MiB, [4])
-    expect([held.length, out]).toEqual([2, 4])
-    await nextJob()
+    // Two of its allowance of four blocks out, none idle.
+    await climb(3 * MiB, [])
+    await takeAll(3 * MiB, 2)
     const before = collections.count
     allocator.recycleHostMemory(1 << 30)
     expect(collections.count).toBe(before)

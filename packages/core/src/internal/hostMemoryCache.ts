@@ -18,17 +18,18 @@ const STALE_TAKES = 1024
 /** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
 const DOUBLING_MAX_BYTES = 16 * 2 ** 20
 /**
- * The most blocks of one size out before a miss collects: BASE_BLOCKS_OUT, or as many as
- * MOST_BYTES_OUT holds when more (128 of 1 MiB), less what the other sizes' blocks past their base
- * hold (`othersPastBase`), never more than the cache holds (a default cache of 1 GiB: 16 of 64 MiB, 4
- * of 256 MiB), and at least 2. Each idle collection then turns all but one of them into idle blocks,
- * which the cache keeps: a loop of results collects once per allowance (a full collection of the
- * actor's heap, 10 to 20 ms), so the fewer collections, the less of the loop's time they take.
+ * The most blocks of one size out before a miss collects: BASE_BLOCKS_OUT calls' worth of them
+ * (`perCall`: at least one), or as many as MOST_BYTES_OUT holds when more (128 of 1 MiB), less what
+ * the other sizes' blocks past their base hold (`othersPastBase`), never more than the cache holds (a
+ * default cache of 1 GiB: 16 of 64 MiB, 4 of 256 MiB; 512 of 2 MiB for calls of 32), and at least 2. Each idle
+ * collection then turns all but a call's worth of them into idle blocks, which the cache keeps: a
+ * loop of results collects once per allowance (a full collection of the actor's heap, 10 to 20 ms),
+ * so the fewer collections, the less of the loop's time they take.
  */
-const mostBlocksOut = (byteLength: number, capacity: number, othersPastBase: number): number =>
+const mostBlocksOut = (byteLength: number, capacity: number, othersPastBase: number, perCall: number): number =>
   Math.max(
     FIRST_BLOCKS_OUT,
-    Math.min(Math.floor(capacity / byteLength), Math.max(BASE_BLOCKS_OUT, Math.floor((MOST_BYTES_OUT - othersPastBase) / byteLength))),
+    Math.min(Math.floor(capacity / byteLength), Math.max(BASE_BLOCKS_OUT * Math.max(1, perCall), Math.floor((MOST_BYTES_OUT - othersPastBase) / byteLength))),
   )
 
 /**
@@ -36,8 +37,8 @@ const mostBlocksOut = (byteLength: number, capacity: number, othersPastBase: num
  * twice as many for blocks of DOUBLING_MAX_BYTES or less (a fresh one costs a few ms of page faults,
  * less than the collections a slow climb to their allowance would take), up to `mostBlocksOut`.
  */
-const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPastBase: number): number =>
-  Math.min(mostBlocksOut(byteLength, capacity, othersPastBase), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
+const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPastBase: number, perCall: number): number =>
+  Math.min(mostBlocksOut(byteLength, capacity, othersPastBase, perCall), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
 
 /**
  * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache of
@@ -48,9 +49,9 @@ const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number
 export const hostMemoryWarmCalls = (byteLength: number): number => {
   const capacity = recycleCapacity()
   if (byteLength < RECYCLE_MIN_BYTES || capacity === 0) return 0
-  const most = mostBlocksOut(byteLength, capacity, 0)
+  const most = mostBlocksOut(byteLength, capacity, 0, 1)
   let calls = most
-  for (let blocks = FIRST_BLOCKS_OUT; blocks < most; blocks = raisedAllowance(byteLength, blocks, capacity, 0)) calls += blocks
+  for (let blocks = FIRST_BLOCKS_OUT; blocks < most; blocks = raisedAllowance(byteLength, blocks, capacity, 0, 1)) calls += blocks
   return calls
 }
 
@@ -70,6 +71,8 @@ export const recycleCapacity = (): number =>
 interface Lent {
   readonly handed: WeakRef<SharedArrayBuffer>
   readonly keeper: SharedArrayBuffer
+  /** The collections run before it was handed out. */
+  readonly collectionsBefore: number
 }
 
 /** The collection V8 exposed at run time, once looked for: `null` before, `undefined` where it refused. */
@@ -145,6 +148,15 @@ class HostMemoryCache {
   private takes = 0
   /** Blocks of each size that may be out before a miss collects. */
   private readonly allowance = new Map<number, number>()
+  /**
+   * Blocks of each size that the last collection found held among those handed out since the one
+   * before: what a call holds at once. Idle moments come while a call holds its blocks (a producer's
+   * result until the driver frees it, a consumer's receive), so a call of many blocks of a size gets
+   * as many calls' worth out as a call of one block does (see mostBlocksOut), or it would fill its
+   * allowance in two calls and collect at every call to recycle half of it.
+   */
+  private readonly perCall = new Map<number, number>()
+  private collections = 0
   /** Bytes the process dropped since the last collection. */
   private droppedBytes = 0
   private lastCollectMs = 0
@@ -172,15 +184,15 @@ class HostMemoryCache {
     const gc = forceGc()
     if (gc === undefined) return
     this.runCollection(gc)
-    this.raise(short)
     this.reclaimDead()
+    this.raise(short)
   }
 
   /** Sizes that ran out may have one step more out (see raisedAllowance); stale ones give their share back. */
   private raise(sizes: ReadonlyArray<number>): void {
     this.trimStaleShares(sizes)
     for (const byteLength of sizes) {
-      this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPastBase(byteLength)))
+      this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPastBase(byteLength), this.perCall.get(byteLength) ?? 0))
     }
   }
 
@@ -232,9 +244,20 @@ class HostMemoryCache {
     this.lastCollectMs = this.lastCollectAt - started
   }
 
-  /** The registry's callbacks run later, as a task: what a collection just proved dead is made idle now. */
+  /**
+   * After a collection: what it just proved dead is made idle now (the registry's callbacks run later,
+   * as a task), and what it found held of the blocks handed out since the one before is counted.
+   */
   private reclaimDead(): void {
-    for (const set of this.lent.values()) for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
+    for (const [byteLength, set] of this.lent) {
+      let sinceLast = 0
+      for (const lent of set) {
+        if (lent.handed.deref() === undefined) this.reclaim(lent)
+        else if (lent.collectionsBefore === this.collections) sinceLast++
+      }
+      this.perCall.set(byteLength, sinceLast)
+    }
+    this.collections++
   }
 
   take(byteLength: number): SharedArrayBuffer {
@@ -244,7 +267,7 @@ class HostMemoryCache {
     const keeper = this.idleOne(byteLength) ?? this.collectOnTheSpot(byteLength)
     const memory = keeper ?? new SharedArrayBuffer(byteLength)
     const handed = keeper === undefined ? memory : structuredClone(memory)
-    const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory) }
+    const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory), collectionsBefore: this.collections }
     this.lentOf(byteLength).add(lent)
     this.released.register(handed, lent)
     return handed
@@ -308,15 +331,15 @@ class HostMemoryCache {
     const gc = forceGc()
     if (gc === undefined) return undefined
     this.runCollection(gc)
+    const keeper = this.deadOne(byteLength)
+    this.reclaimDead()
     // Where idle moments come, more blocks out would only hold more.
     if (!this.reportsIdle) this.raise([byteLength])
-    const keeper = this.deadOne(byteLength)
     if (keeper === undefined) {
       const longest = Math.max(this.blocksOut(byteLength), Math.floor(this.capacity / byteLength))
       const takes = paused === undefined ? this.blocksOut(byteLength) : Math.min(2 * paused.takes, longest)
       this.spotPaused.set(byteLength, { until: this.takes + takes, takes })
     }
-    this.reclaimDead()
     return keeper
   }
 
