@@ -16,7 +16,11 @@ class CopyJob : public Napi::AsyncWorker {
   /** Copies up to this size run at once on the calling thread: cheaper than two thread hops. */
   static constexpr size_t kInlineBytes = 256 * 1024;
 
-  /** Copies `length` bytes; `source` may be a segment (kept alive by `keepSegment`). */
+  /**
+   * Copies `length` bytes; `source` may lie in a peer's segment (kept alive by `keepSegment`), which
+   * its producer can shrink under the copy: the promise then rejects with a Protocol failure
+   * instead of the process dying of SIGBUS (BusGuard).
+   */
   static Napi::Promise Start(Napi::Env env, uint8_t* target, const uint8_t* source, size_t length, Napi::Value keep,
                              std::shared_ptr<Segment> keepSegment);
 
@@ -33,6 +37,7 @@ class CopyJob : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   Napi::Reference<Napi::Value> keep_;
   std::shared_ptr<Segment> keepSegment_;
+  bool cut_ = false;
 };
 
 }  // namespace tensorlane::symmetric

@@ -1,8 +1,8 @@
 /**
  * The shm transport in one process (the producer's and the consumer's halves both run here, the
  * consumer mapping this process's own segment through /proc/self's pid): objects round-trip,
- * staging is released, and every malformed or hostile descriptor is refused with a typed error
- * before any byte is read out of bounds.
+ * staging is released, every malformed or hostile descriptor is refused with a typed error before
+ * any byte is read out of bounds, and a segment shrunk under a read fails that read.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -103,6 +103,29 @@ describe("the shm transport", () => {
     controller.abort(new Error("given up"))
     await expect(o.fetchWith(o.metadata, undefined, controller.signal)).rejects.toThrow("given up")
     o.release()
+  })
+
+  it("fails a read with ProtocolError, instead of dying of SIGBUS, where the producer's segment shrank under the consumer's mapping", async () => {
+    // 4 KiB is copied at once on the calling thread, 4 MiB on a worker thread.
+    const objects = [await produce([Tensor.ones([1024])]), await produce([Tensor.ones([1 << 20])])]
+    // Both read once: the consumer keeps the segment mapped for the next object.
+    for (const o of objects) expect((await o.fetchWith(o.metadata))[0].sum()).toBe(o === objects[0] ? 1024 : 1 << 20)
+    const segment = `/proc/${process.pid}/fd/${objects[0].metadata.segments[0].fd}`
+    const size = fs.statSync(segment).size
+    // What a hostile producer (or another process of its user) can do: cut the segment to its header page.
+    fs.truncateSync(segment, 4096)
+    try {
+      for (const o of objects) {
+        await expect(o.fetchWith(o.metadata)).rejects.toMatchObject({ _tag: "ProtocolError", message: expect.stringContaining("segment shrank under a read") })
+      }
+    } finally {
+      fs.truncateSync(segment, size)
+      for (const o of objects) o.release()
+    }
+    // Its size back (its pages now zero), the segment reads again.
+    const again = await produce([Tensor.arange(8, { dtype: "float64" })])
+    expect((await again.fetchWith(again.metadata))[0].toArray()).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+    again.release()
   })
 
   it("refuses device tensors with DeviceError naming the device and the transport", async () => {
