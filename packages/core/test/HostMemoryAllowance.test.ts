@@ -109,6 +109,13 @@ describe("host memory cache allowance", () => {
     await climb(2 * MiB, [4, 8, 16, 32, 64, 64], { perCall: 1 })
   })
 
+  it("lets calls of many blocks have their calls' worth only as far as the cache holds them beside the other sizes' allowances", async () => {
+    await climb(2 * MiB, [4, 8, 16, 32, 64, 128, 128], { perCall: 8 })
+    // 4 MiB's idle blocks push 2 MiB's out of the cache of 256 MiB, which takes 2 MiB back to 16
+    // blocks (32 MiB): 4 MiB then stops at 56 blocks (224 MiB), not at the 64 the cache holds of it.
+    await climb(4 * MiB, [4, 8, 16, 32, 56, 56], { perCall: 8 })
+  })
+
   it("counts as a call's the blocks held since the collection before, not those kept longer", async () => {
     // 8 blocks of 2 MiB taken in the first rounds and kept: held at every collection, but not handed
     // out since the one before, from the fourth on. Counted as a call's, they would lift it to 128.

@@ -17,19 +17,34 @@ const MOST_BYTES_OUT = 128 * 2 ** 20
 const STALE_TAKES = 1024
 /** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
 const DOUBLING_MAX_BYTES = 16 * 2 ** 20
+/** What the other sizes in use let out: past their BASE_BLOCKS_OUT each (`pastBase`), and in all (`out`), in bytes. */
+interface Others {
+  readonly pastBase: number
+  readonly out: number
+}
+
 /**
- * The most blocks of one size out before a miss collects: BASE_BLOCKS_OUT calls' worth of them
- * (`perCall`: at least one), or as many as MOST_BYTES_OUT holds when more (128 of 1 MiB), less what
- * the other sizes' blocks past their base hold (`othersPastBase`), never more than the cache holds (a
- * default cache of 1 GiB: 16 of 64 MiB, 4 of 256 MiB; 512 of 2 MiB for calls of 32), and at least 2. Each idle
- * collection then turns all but a call's worth of them into idle blocks, which the cache keeps: a
- * loop of results collects once per allowance (a full collection of the actor's heap, 10 to 20 ms),
- * so the fewer collections, the less of the loop's time they take.
+ * The most blocks of one size out before a miss collects: BASE_BLOCKS_OUT, or as many as
+ * MOST_BYTES_OUT holds when more (128 of 1 MiB), less what the other sizes' blocks past their base
+ * hold; for a size of which a call holds several blocks at once (`perCall`), up to BASE_BLOCKS_OUT
+ * calls' worth as far as the cache's capacity holds them beside what the other sizes' allowances let
+ * out (512 of 2 MiB for calls of 32, in a default cache of 1 GiB used by no other size); never more
+ * than the cache holds (16 of 64 MiB, 4 of 256 MiB by default), and at least 2. Each idle collection
+ * then turns all but a call's worth of them into idle blocks, which the cache keeps: a loop of
+ * results collects once per allowance (a full collection of the actor's heap, 10 to 20 ms), so the
+ * fewer collections, the less of the loop's time they take.
  */
-const mostBlocksOut = (byteLength: number, capacity: number, othersPastBase: number, perCall: number): number =>
+const mostBlocksOut = (byteLength: number, capacity: number, others: Others, perCall: number): number =>
   Math.max(
     FIRST_BLOCKS_OUT,
-    Math.min(Math.floor(capacity / byteLength), Math.max(BASE_BLOCKS_OUT * Math.max(1, perCall), Math.floor((MOST_BYTES_OUT - othersPastBase) / byteLength))),
+    Math.min(
+      Math.floor(capacity / byteLength),
+      Math.max(
+        BASE_BLOCKS_OUT,
+        Math.floor((MOST_BYTES_OUT - others.pastBase) / byteLength),
+        Math.min(BASE_BLOCKS_OUT * perCall, Math.floor((capacity - others.out) / byteLength)),
+      ),
+    ),
   )
 
 /**
@@ -37,8 +52,8 @@ const mostBlocksOut = (byteLength: number, capacity: number, othersPastBase: num
  * twice as many for blocks of DOUBLING_MAX_BYTES or less (a fresh one costs a few ms of page faults,
  * less than the collections a slow climb to their allowance would take), up to `mostBlocksOut`.
  */
-const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, othersPastBase: number, perCall: number): number =>
-  Math.min(mostBlocksOut(byteLength, capacity, othersPastBase, perCall), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
+const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, others: Others, perCall: number): number =>
+  Math.min(mostBlocksOut(byteLength, capacity, others, perCall), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
 
 /**
  * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache of
@@ -46,12 +61,14 @@ const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number
  * collections on the way raise it step by step, taking fresh pages meanwhile; a collection that
  * would not pay for itself yet comes later): how long a benchmark warms a size up before timing it.
  */
+const NO_OTHERS: Others = { pastBase: 0, out: 0 }
+
 export const hostMemoryWarmCalls = (byteLength: number): number => {
   const capacity = recycleCapacity()
   if (byteLength < RECYCLE_MIN_BYTES || capacity === 0) return 0
-  const most = mostBlocksOut(byteLength, capacity, 0, 1)
+  const most = mostBlocksOut(byteLength, capacity, NO_OTHERS, 1)
   let calls = most
-  for (let blocks = FIRST_BLOCKS_OUT; blocks < most; blocks = raisedAllowance(byteLength, blocks, capacity, 0, 1)) calls += blocks
+  for (let blocks = FIRST_BLOCKS_OUT; blocks < most; blocks = raisedAllowance(byteLength, blocks, capacity, NO_OTHERS, 1)) calls += blocks
   return calls
 }
 
@@ -192,7 +209,7 @@ class HostMemoryCache {
   private raise(sizes: ReadonlyArray<number>): void {
     this.trimStaleShares(sizes)
     for (const byteLength of sizes) {
-      this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.othersPastBase(byteLength), this.perCall.get(byteLength) ?? 0))
+      this.allowance.set(byteLength, raisedAllowance(byteLength, this.blocksOut(byteLength), this.capacity, this.others(byteLength), this.perCall.get(byteLength) ?? 0))
     }
   }
 
@@ -207,11 +224,16 @@ class HostMemoryCache {
     return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > stands
   }
 
-  /** The bytes that the allowances of sizes other than `byteLength` let out past their base each. */
-  private othersPastBase(byteLength: number): number {
-    let bytes = 0
-    for (const [size, blocks] of this.allowance) if (size !== byteLength && blocks > BASE_BLOCKS_OUT) bytes += (blocks - BASE_BLOCKS_OUT) * size
-    return bytes
+  /** What the allowances of sizes other than `byteLength` let out. */
+  private others(byteLength: number): Others {
+    let pastBase = 0
+    let out = 0
+    for (const [size, blocks] of this.allowance) {
+      if (size === byteLength) continue
+      out += blocks * size
+      if (blocks > BASE_BLOCKS_OUT) pastBase += (blocks - BASE_BLOCKS_OUT) * size
+    }
+    return { pastBase, out }
   }
 
   /** Sizes not taken in the last STALE_TAKES allocations, but those being raised, give their share back (the program moved on). */
@@ -221,7 +243,7 @@ class HostMemoryCache {
     }
   }
 
-  /** A size's allowance past BASE_BLOCKS_OUT goes back to the shared MOST_BYTES_OUT. */
+  /** A size's allowance past BASE_BLOCKS_OUT goes back to the others. */
   private trimToBase(byteLength: number): void {
     const blocks = this.allowance.get(byteLength)
     if (blocks !== undefined && blocks > BASE_BLOCKS_OUT) this.allowance.set(byteLength, BASE_BLOCKS_OUT)
