@@ -16,40 +16,64 @@ struct Guard {
   const uint8_t* end;
 };
 
-thread_local Guard* active = nullptr;
+// Initial-exec: the handler must not make the dynamic TLS allocation (malloc) that a first access
+// from a thread of a dlopen'ed library may make.
+__attribute__((tls_model("initial-exec"))) thread_local Guard* active = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local bool chaining = false;
 
+// The action that was in place before ours, published whole: a reinstall writes the other slot.
+struct sigaction previousSlots[2];
+std::atomic<int> previousSlot{0};
 std::mutex installing;
-struct sigaction previous;
+
+/** The default action for a signal that is not ours: the process dies of it, as it would have without us. */
+void dieOfIt(int signal) {
+  std::signal(signal, SIG_DFL);
+  // Blocked while this handler runs: delivered, and fatal, as it returns.
+  std::raise(signal);
+}
 
 void onBus(int signal, siginfo_t* info, void* context) {
   Guard* guard = active;
+  const bool fault = info->si_code > 0;  // raised by the kernel for an access, not sent by a process
   const auto* address = static_cast<const uint8_t*>(info->si_addr);
-  if (guard != nullptr && address >= guard->begin && address < guard->end) siglongjmp(guard->jump, 1);
-  // Not ours: what was there before handles it; the default action kills the process as the fault
-  // repeats once this handler returns.
-  if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
-    previous.sa_sigaction(signal, info, context);
-  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
-    previous.sa_handler(signal);
-  } else {
-    std::signal(SIGBUS, SIG_DFL);
+  if (fault && guard != nullptr && address >= guard->begin && address < guard->end) siglongjmp(guard->jump, 1);
+  // A handler installed after ours that chains back to it would bring the signal here again.
+  if (chaining) return dieOfIt(signal);
+  const struct sigaction& previous = previousSlots[previousSlot.load(std::memory_order_acquire)];
+  if (previous.sa_handler == SIG_DFL) return dieOfIt(signal);
+  if (previous.sa_handler == SIG_IGN) {
+    // An ignored fault would only fault again.
+    if (fault) dieOfIt(signal);
+    return;
   }
+  chaining = true;
+  if ((previous.sa_flags & SA_SIGINFO) != 0) {
+    previous.sa_sigaction(signal, info, context);
+  } else {
+    previous.sa_handler(signal);
+  }
+  chaining = false;
 }
+
+bool ours(const struct sigaction& action) { return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == onBus; }
 
 /** Puts onBus in place, keeping what was there: a library loaded later (UCX installs its own) may have replaced it. */
 void install() {
   struct sigaction current;
   sigaction(SIGBUS, nullptr, &current);
-  if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == onBus) return;
+  if (ours(current)) return;
   std::lock_guard<std::mutex> lock(installing);
   sigaction(SIGBUS, nullptr, &current);
-  if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == onBus) return;
-  struct sigaction ours = {};
-  ours.sa_sigaction = onBus;
-  ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&ours.sa_mask);
-  previous = current;
-  sigaction(SIGBUS, &ours, nullptr);
+  if (ours(current)) return;
+  const int slot = 1 - previousSlot.load(std::memory_order_relaxed);
+  previousSlots[slot] = current;
+  previousSlot.store(slot, std::memory_order_release);
+  struct sigaction handler = {};
+  handler.sa_sigaction = onBus;
+  handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&handler.sa_mask);
+  sigaction(SIGBUS, &handler, nullptr);
 }
 
 }  // namespace
