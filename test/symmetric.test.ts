@@ -384,6 +384,44 @@ describe("the shm transport", () => {
   })
 })
 
+describe("a producer that shrinks its shm segment", () => {
+  /** The producer's staging segment (unlinked, open in its process), as /proc/<pid>/fd/<fd>. */
+  const stagingOf = (pid: number): string => {
+    for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+      const link = `/proc/${pid}/fd/${fd}`
+      try {
+        if (fs.readlinkSync(link).includes("tensorlane-sym-staging")) return link
+      } catch {
+        // Closed meanwhile.
+      }
+    }
+    throw new Error(`no staging segment open in process ${pid}`)
+  }
+
+  it("fails a consumer's read of it with ProtocolError instead of killing the consumer with SIGBUS; the consumer reads on", async () => {
+    const first = a.make(4 << 20, 1)
+    // b maps a's staging segment, and keeps it mapped for the next object.
+    expect(await take(b.numel(first))).toBe(1 << 20)
+    const second = a.make(4 << 20, 2)
+    await take(a.numel(second))
+    const segment = stagingOf((await take(a.pid())) as number)
+    const size = fs.statSync(segment).size
+    fs.truncateSync(segment, 4096)
+    try {
+      const e = await failureOf(b.sum(second))
+      expect(e).toMatchObject({ _tag: "ProtocolError", message: expect.stringContaining("segment shrank under a read") })
+    } finally {
+      fs.truncateSync(segment, size)
+      first.release()
+      second.release()
+    }
+    // Its size back, the segment serves the next object, and b lives on.
+    const third = a.make(1 << 20, 3)
+    expect(await take(b.sum(third))).toBe(3 * (1 << 18))
+    third.release()
+  })
+})
+
 /** The next allocation of two ranks' `group` lines up, at the same place on both: rank 1 reads what rank 0 wrote there. */
 const expectLinedUp = async (ranks: ReadonlyArray<ActorHandle<typeof SymWorker>>, group: string): Promise<void> => {
   const small = await Promise.all(ranks.map((w) => take(w.alloc("small", [1024], "float32", { group }))))
