@@ -17,18 +17,22 @@ const MOST_BYTES_OUT = 128 * 2 ** 20
 const STALE_TAKES = 1024
 /** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
 const DOUBLING_MAX_BYTES = 16 * 2 ** 20
-/** What the other sizes in use let out: past their BASE_BLOCKS_OUT each (`pastBase`), and in all (`out`), in bytes. */
+/**
+ * The other sizes in use: the bytes their allowances let out past BASE_BLOCKS_OUT each (`pastBase`),
+ * and the bytes their calls hold at once (`perCall`: their blocks a call holds, at least one, each).
+ */
 interface Others {
   readonly pastBase: number
-  readonly out: number
+  readonly perCall: number
 }
 
 /**
  * The most blocks of one size out before a miss collects: BASE_BLOCKS_OUT, or as many as
  * MOST_BYTES_OUT holds when more (128 of 1 MiB), less what the other sizes' blocks past their base
  * hold; for a size of which a call holds several blocks at once (`perCall`), up to BASE_BLOCKS_OUT
- * calls' worth as far as the cache's capacity holds them beside what the other sizes' allowances let
- * out (512 of 2 MiB for calls of 32, in a default cache of 1 GiB used by no other size); never more
+ * calls' worth within its part of the cache's capacity, the sizes in use sharing it in proportion to
+ * the bytes their calls hold (512 of 2 MiB for calls of 32 in a default cache of 1 GiB, alone; 256
+ * beside calls of one 64 MiB block), so that the blocks of all fit idle; never more
  * than the cache holds (16 of 64 MiB, 4 of 256 MiB by default), and at least 2. Each idle collection
  * then turns all but a call's worth of them into idle blocks, which the cache keeps: a loop of
  * results collects once per allowance (a full collection of the actor's heap, 10 to 20 ms), so the
@@ -42,7 +46,7 @@ const mostBlocksOut = (byteLength: number, capacity: number, others: Others, per
       Math.max(
         BASE_BLOCKS_OUT,
         Math.floor((MOST_BYTES_OUT - others.pastBase) / byteLength),
-        Math.min(BASE_BLOCKS_OUT * perCall, Math.floor((capacity - others.out) / byteLength)),
+        perCall === 0 ? 0 : Math.min(BASE_BLOCKS_OUT * perCall, Math.floor((capacity * perCall) / (perCall * byteLength + others.perCall))),
       ),
     ),
   )
@@ -61,7 +65,7 @@ const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number
  * collections on the way raise it step by step, taking fresh pages meanwhile; a collection that
  * would not pay for itself yet comes later): how long a benchmark warms a size up before timing it.
  */
-const NO_OTHERS: Others = { pastBase: 0, out: 0 }
+const NO_OTHERS: Others = { pastBase: 0, perCall: 0 }
 
 export const hostMemoryWarmCalls = (byteLength: number): number => {
   const capacity = recycleCapacity()
@@ -227,19 +231,24 @@ class HostMemoryCache {
   /** What the allowances of sizes other than `byteLength` let out. */
   private others(byteLength: number): Others {
     let pastBase = 0
-    let out = 0
+    let perCall = 0
     for (const [size, blocks] of this.allowance) {
       if (size === byteLength) continue
-      out += blocks * size
       if (blocks > BASE_BLOCKS_OUT) pastBase += (blocks - BASE_BLOCKS_OUT) * size
+      // A size the program moved on from, or one the cache cannot keep idle, claims no part of it.
+      if (!this.stale(size) && size <= this.capacity) perCall += Math.max(1, this.perCall.get(size) ?? 0) * size
     }
-    return { pastBase, out }
+    return { pastBase, perCall }
+  }
+
+  private stale(byteLength: number): boolean {
+    return this.takes - (this.lastTaken.get(byteLength) ?? 0) > STALE_TAKES
   }
 
   /** Sizes not taken in the last STALE_TAKES allocations, but those being raised, give their share back (the program moved on). */
   private trimStaleShares(raising: ReadonlyArray<number>): void {
     for (const size of this.allowance.keys()) {
-      if (!raising.includes(size) && this.takes - (this.lastTaken.get(size) ?? 0) > STALE_TAKES) this.trimToBase(size)
+      if (!raising.includes(size) && this.stale(size)) this.trimToBase(size)
     }
   }
 
