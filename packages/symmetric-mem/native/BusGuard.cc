@@ -19,44 +19,37 @@ struct Guard {
 // Initial-exec: the handler must not make the dynamic TLS allocation (malloc) that a first access
 // from a thread of a dlopen'ed library may make.
 __attribute__((tls_model("initial-exec"))) thread_local Guard* active = nullptr;
-__attribute__((tls_model("initial-exec"))) thread_local bool chaining = false;
 
 // The action that was in place before ours, published whole: a reinstall writes the other slot.
 struct sigaction previousSlots[2];
 std::atomic<int> previousSlot{0};
 std::mutex installing;
 
-/** The default action for a signal that is not ours: the process dies of it, as it would have without us. */
-void dieOfIt(int signal) {
-  std::signal(signal, SIG_DFL);
-  // Blocked while this handler runs: delivered, and fatal, as it returns.
-  std::raise(signal);
-}
+void onBus(int signal, siginfo_t* info, void*);
 
-void onBus(int signal, siginfo_t* info, void* context) {
+bool ours(const struct sigaction& action) { return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == onBus; }
+
+/**
+ * A SIGBUS that is not a guarded copy's goes to the action that was there before ours, delivered by
+ * the kernel with that action's own flags and mask: the action is put back, and the signal comes
+ * again (a fault repeats as the access does; one a process sent is raised once more, pending until
+ * this handler returns). Called by another handler that chains to ours (installed after it), ours is
+ * not in place: the default action, rather than a loop between the two.
+ */
+void onBus(int signal, siginfo_t* info, void*) {
   Guard* guard = active;
   const bool fault = info->si_code > 0;  // raised by the kernel for an access, not sent by a process
   const auto* address = static_cast<const uint8_t*>(info->si_addr);
   if (fault && guard != nullptr && address >= guard->begin && address < guard->end) siglongjmp(guard->jump, 1);
-  // A handler installed after ours that chains back to it would bring the signal here again.
-  if (chaining) return dieOfIt(signal);
-  const struct sigaction& previous = previousSlots[previousSlot.load(std::memory_order_acquire)];
-  if (previous.sa_handler == SIG_DFL) return dieOfIt(signal);
-  if (previous.sa_handler == SIG_IGN) {
-    // An ignored fault would only fault again.
-    if (fault) dieOfIt(signal);
-    return;
-  }
-  chaining = true;
-  if ((previous.sa_flags & SA_SIGINFO) != 0) {
-    previous.sa_sigaction(signal, info, context);
+  struct sigaction current;
+  sigaction(signal, nullptr, &current);
+  if (ours(current)) {
+    sigaction(signal, &previousSlots[previousSlot.load(std::memory_order_acquire)], nullptr);
   } else {
-    previous.sa_handler(signal);
+    std::signal(signal, SIG_DFL);
   }
-  chaining = false;
+  if (!fault) std::raise(signal);
 }
-
-bool ours(const struct sigaction& action) { return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == onBus; }
 
 /** Puts onBus in place, keeping what was there: a library loaded later (UCX installs its own) may have replaced it. */
 void install() {

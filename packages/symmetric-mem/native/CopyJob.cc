@@ -12,7 +12,7 @@ namespace {
 
 Failure cutShort(size_t length) {
   return Failure(FailureCode::Protocol, "the producer's shared-memory segment shrank under a read of " + std::to_string(length) +
-                                            " bytes (a broken or hostile producer, or another process of its user): the read stopped, nothing was received");
+                                            " bytes (a broken or hostile producer, or another process of its user): the read stopped partway, and what it wrote is not the object");
 }
 
 /** A copy out of a peer's segment runs guarded; one from this process's own memory runs as is. */

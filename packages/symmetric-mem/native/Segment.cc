@@ -1,5 +1,7 @@
 #include "Segment.h"
 
+#include "BusGuard.h"
+
 #include <tensorlane/Failure.h>
 
 #include <fcntl.h>
@@ -8,8 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace tensorlane::symmetric {
@@ -124,9 +128,13 @@ std::shared_ptr<Segment> Segment::mapExisting(int fd, const std::string& what, c
     close(fd);
     throw failure;
   }
-  const Header* header = static_cast<const Header*>(base);
-  std::string found(header->token, kTokenChars);
-  if (std::memcmp(header->magic, kMagic, sizeof(kMagic)) != 0 || header->dataBytes != size - kHeaderBytes || found != token) {
+  // Read under the SIGBUS guard (the file may have shrunk since fstat): magic, token and size.
+  uint8_t header[offsetof(Header, openers)];
+  uint64_t dataBytes = 0;
+  const bool read = copyGuarded(header, static_cast<const uint8_t*>(base), sizeof(header));
+  if (read) std::memcpy(&dataBytes, header + offsetof(Header, dataBytes), sizeof(dataBytes));
+  if (!read || std::memcmp(header + offsetof(Header, magic), kMagic, sizeof(kMagic)) != 0 || dataBytes != size - kHeaderBytes ||
+      std::memcmp(header + offsetof(Header, token), token.data(), std::min(token.size(), kTokenChars)) != 0 || token.size() != kTokenChars) {
     munmap(base, size);
     close(fd);
     throw Failure(FailureCode::Protocol, what + " is not the segment described (magic, size or token differ)");
