@@ -1,5 +1,7 @@
 #include "BusGuard.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <csetjmp>
 #include <csignal>
@@ -20,53 +22,62 @@ struct Guard {
 // from a thread of a dlopen'ed library may make.
 __attribute__((tls_model("initial-exec"))) thread_local Guard* active = nullptr;
 
-// The action that was in place before ours, published whole: a reinstall writes the other slot.
-struct sigaction previousSlots[2];
-std::atomic<int> previousSlot{0};
-std::mutex installing;
+std::once_flag installing;
+// The action in place before ours, read once before ours is installed; ours stays for good.
+struct sigaction previous;
+// Set once a previous handler with SA_RESETHAND has had its one signal: the default action since.
+std::atomic<bool> previousSpent{false};
 
-void onBus(int signal, siginfo_t* info, void*);
+/** An access that faults again if retried, as opposed to a signal a process sent or an asynchronous memory error. */
+bool synchronous(int code) { return code == BUS_ADRALN || code == BUS_ADRERR || code == BUS_OBJERR || code == BUS_MCEERR_AR; }
 
-bool ours(const struct sigaction& action) { return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == onBus; }
-
-/**
- * A SIGBUS that is not a guarded copy's goes to the action that was there before ours, delivered by
- * the kernel with that action's own flags and mask: the action is put back, and the signal comes
- * again (a fault repeats as the access does; one a process sent is raised once more, pending until
- * this handler returns). Called by another handler that chains to ours (installed after it), ours is
- * not in place: the default action, rather than a loop between the two.
- */
-void onBus(int signal, siginfo_t* info, void*) {
-  Guard* guard = active;
-  const bool fault = info->si_code > 0;  // raised by the kernel for an access, not sent by a process
-  const auto* address = static_cast<const uint8_t*>(info->si_addr);
-  if (fault && guard != nullptr && address >= guard->begin && address < guard->end) siglongjmp(guard->jump, 1);
-  struct sigaction current;
-  sigaction(signal, nullptr, &current);
-  if (ours(current)) {
-    sigaction(signal, &previousSlots[previousSlot.load(std::memory_order_acquire)], nullptr);
-  } else {
-    std::signal(signal, SIG_DFL);
-  }
-  if (!fault) std::raise(signal);
+void dieOf(int signal) {
+  std::signal(signal, SIG_DFL);
+  // Blocked while this handler runs: delivered, and fatal, as it returns.
+  std::raise(signal);
 }
 
-/** Puts onBus in place, keeping what was there: a library loaded later (UCX installs its own) may have replaced it. */
+/**
+ * A fault inside a guarded copy's source jumps back out of the copy. Any other SIGBUS gets what the
+ * action before ours would have done: its handler, called with its mask added (and once only, with
+ * SA_RESETHAND), ignored where it was ignored (a fault, which would only repeat, kills), else the
+ * default, which kills. Ours is never taken out again: another thread may be inside a guarded copy.
+ */
+void onBus(int signal, siginfo_t* info, void* context) {
+  const bool fault = synchronous(info->si_code);
+  Guard* guard = active;
+  const auto* address = static_cast<const uint8_t*>(info->si_addr);
+  if (fault && guard != nullptr && address >= guard->begin && address < guard->end) siglongjmp(guard->jump, 1);
+  const bool spent = (previous.sa_flags & SA_RESETHAND) != 0 && previousSpent.exchange(true);
+  if (spent || previous.sa_handler == SIG_DFL) return dieOf(signal);
+  if (previous.sa_handler == SIG_IGN) {
+    if (fault) dieOf(signal);
+    return;
+  }
+  sigset_t saved;
+  pthread_sigmask(SIG_BLOCK, &previous.sa_mask, &saved);
+  if ((previous.sa_flags & SA_SIGINFO) != 0) {
+    previous.sa_sigaction(signal, info, context);
+  } else {
+    previous.sa_handler(signal);
+  }
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+}
+
+/**
+ * Puts onBus in place once. Not again if a library installed later replaces it: that library's
+ * handler may pass SIGBUS on to ours (then guarded copies stay guarded), and putting ours back over
+ * it could send a signal around the two for ever.
+ */
 void install() {
-  struct sigaction current;
-  sigaction(SIGBUS, nullptr, &current);
-  if (ours(current)) return;
-  std::lock_guard<std::mutex> lock(installing);
-  sigaction(SIGBUS, nullptr, &current);
-  if (ours(current)) return;
-  const int slot = 1 - previousSlot.load(std::memory_order_relaxed);
-  previousSlots[slot] = current;
-  previousSlot.store(slot, std::memory_order_release);
-  struct sigaction handler = {};
-  handler.sa_sigaction = onBus;
-  handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&handler.sa_mask);
-  sigaction(SIGBUS, &handler, nullptr);
+  std::call_once(installing, [] {
+    sigaction(SIGBUS, nullptr, &previous);
+    struct sigaction handler = {};
+    handler.sa_sigaction = onBus;
+    handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&handler.sa_mask);
+    sigaction(SIGBUS, &handler, nullptr);
+  });
 }
 
 }  // namespace
