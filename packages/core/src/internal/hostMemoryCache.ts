@@ -32,7 +32,8 @@ interface Others {
  * hold; for a size of which a call holds several blocks at once (`perCall`), up to BASE_BLOCKS_OUT
  * calls' worth within its part of the cache's capacity, the sizes in use sharing it in proportion to
  * the bytes their calls hold (512 of 2 MiB for calls of 32 in a default cache of 1 GiB, alone; 256
- * beside calls of one 64 MiB block), so that the blocks of all fit idle; never more
+ * beside calls of one 64 MiB block, which keeps its BASE_BLOCKS_OUT: sizes past their parts by those
+ * floors still push each other's idle blocks out, as before); never more
  * than the cache holds (16 of 64 MiB, 4 of 256 MiB by default), and at least 2. Each idle collection
  * then turns all but a call's worth of them into idle blocks, which the cache keeps: a loop of
  * results collects once per allowance (a full collection of the actor's heap, 10 to 20 ms), so the
@@ -236,7 +237,7 @@ class HostMemoryCache {
       if (size === byteLength) continue
       if (blocks > BASE_BLOCKS_OUT) pastBase += (blocks - BASE_BLOCKS_OUT) * size
       // A size the program moved on from, or one the cache cannot keep idle, claims no part of it.
-      if (!this.stale(size) && size <= this.capacity) perCall += Math.max(1, this.perCall.get(size) ?? 0) * size
+      if (!this.stale(size) && size <= this.capacity) perCall += Math.min(this.capacity, Math.max(1, this.perCall.get(size) ?? 0) * size)
     }
     return { pastBase, perCall }
   }
