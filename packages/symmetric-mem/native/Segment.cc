@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -134,7 +133,7 @@ std::shared_ptr<Segment> Segment::mapExisting(int fd, const std::string& what, c
   const bool read = copyGuarded(header, static_cast<const uint8_t*>(base), sizeof(header));
   if (read) std::memcpy(&dataBytes, header + offsetof(Header, dataBytes), sizeof(dataBytes));
   if (!read || std::memcmp(header + offsetof(Header, magic), kMagic, sizeof(kMagic)) != 0 || dataBytes != size - kHeaderBytes ||
-      std::memcmp(header + offsetof(Header, token), token.data(), std::min(token.size(), kTokenChars)) != 0 || token.size() != kTokenChars) {
+      token.size() != kTokenChars || std::memcmp(header + offsetof(Header, token), token.data(), kTokenChars) != 0) {
     munmap(base, size);
     close(fd);
     throw Failure(FailureCode::Protocol, what + " is not the segment described (magic, size or token differ)");
