@@ -91,12 +91,6 @@ describe("host memory cache allowance", () => {
     return recycled
   }
 
-  /** Takes a size's whole allowance `out`, each block dropped: none idle after. */
-  const takeAll = async (bytes: number, out: number) => {
-    for (let i = 0; i < out; i++) allocator.cpuAllocator.allocate(bytes).bytes[0] = 1
-    await nextJob()
-  }
-
   it("doubles the blocks of a small size that circulate, up to 128 MiB of them", async () => {
     const recycled = await climb(MiB, [4, 8, 16, 32, 64, 128, 128])
     // Each round got the blocks of the one before back warm.
@@ -272,7 +266,7 @@ describe("host memory cache allowance", () => {
   it("collects nothing while every size has fewer blocks out than its allowance", async () => {
     // Two of its allowance of four blocks out, none idle.
     await climb(3 * MiB, [])
-    await takeAll(3 * MiB, 2)
+    await resultLoop(3 * MiB, 2, false)
     const before = collections.count
     allocator.recycleHostMemory(1 << 30)
     expect(collections.count).toBe(before)
