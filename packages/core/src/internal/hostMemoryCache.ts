@@ -33,11 +33,11 @@ interface Others {
  * calls' worth within its part of the cache's capacity, the sizes in use sharing it in proportion to
  * the bytes their calls hold (512 of 2 MiB for calls of 32 in a default cache of 1 GiB, alone; 256
  * beside calls of one 64 MiB block, which keeps its BASE_BLOCKS_OUT: sizes past their parts by those
- * floors still push each other's idle blocks out, as before); never more
- * than the cache holds (16 of 64 MiB, 4 of 256 MiB by default), and at least 2. Each idle collection
- * then turns all but a call's worth of them into idle blocks, which the cache keeps: a loop of
- * results collects once per allowance (a full collection of the actor's heap, 10 to 20 ms), so the
- * fewer collections, the less of the loop's time they take.
+ * floors still push each other's idle blocks out, as before); never more than the cache holds (16 of
+ * 64 MiB, 4 of 256 MiB by default), and at least 2. Each idle collection then turns all but a call's
+ * worth of them into idle blocks, which the cache keeps: a loop of results collects once per
+ * allowance (a full collection of the actor's heap, 10 to 20 ms), so the fewer collections, the less
+ * of the loop's time they take.
  */
 const mostBlocksOut = (byteLength: number, capacity: number, others: Others, perCall: number): number =>
   Math.max(
@@ -60,14 +60,15 @@ const mostBlocksOut = (byteLength: number, capacity: number, others: Others, per
 const raisedAllowance = (byteLength: number, blocksOut: number, capacity: number, others: Others, perCall: number): number =>
   Math.min(mostBlocksOut(byteLength, capacity, others, perCall), byteLength <= DOUBLING_MAX_BYTES ? blocksOut * 2 : blocksOut + 1)
 
+/** A size alone in the cache. */
+const NO_OTHERS: Others = { pastBase: 0, perCall: 0 }
+
 /**
  * The allocations of `byteLength` bytes, one after another and each dropped, that a fresh cache of
  * this process's capacity takes at least to let its whole allowance of that size circulate (the idle
  * collections on the way raise it step by step, taking fresh pages meanwhile; a collection that
  * would not pay for itself yet comes later): how long a benchmark warms a size up before timing it.
  */
-const NO_OTHERS: Others = { pastBase: 0, perCall: 0 }
-
 export const hostMemoryWarmCalls = (byteLength: number): number => {
   const capacity = recycleCapacity()
   if (byteLength < RECYCLE_MIN_BYTES || capacity === 0) return 0
@@ -229,7 +230,7 @@ class HostMemoryCache {
     return this.lastCollectMs <= bytes / 2e6 || performance.now() - this.lastCollectAt > stands
   }
 
-  /** What the allowances of sizes other than `byteLength` let out. */
+  /** What the sizes other than `byteLength` claim of the cache (see Others). */
   private others(byteLength: number): Others {
     let pastBase = 0
     let perCall = 0
