@@ -4,6 +4,7 @@
  */
 import { type ActorHandle, type Cluster, type ObjectRef, MAX_MESSAGE_BYTES, start } from "@tensorlane/core"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { writeMetas } from "../packages/core/src/internal/wireMetas.ts"
 import { Hostile } from "./fixtures/hostileActors.ts"
 import { expectClean, take as takeFrom } from "./helpers.ts"
 
@@ -29,7 +30,7 @@ const info = (objectId: string, producer: string) => ({
   producerAddress: "nowhere",
   transport: "object-store",
   skeleton: new Uint8Array(0),
-  tensors: [],
+  tensors: writeMetas([]),
   refs: [],
 })
 
@@ -72,12 +73,12 @@ it("an actor whose call's result holds neither a value nor an error is dropped, 
   await expectClean(cluster)
 })
 
-it("an actor that counts a tensor's bytes or dims as NaN, negative or fractional is dropped", async () => {
-  const tensor = { dtype: "float32", shape: [1], device: "cpu", nbytes: 4 }
-  const wrong = [{ nbytes: Number.NaN }, { nbytes: -4 }, { nbytes: 4.5 }, { shape: [-1] }, { shape: [0.5] }]
+it("an actor that counts a tensor's dims as NaN, negative, fractional or past what can be addressed is dropped", async () => {
+  const wrong = [[Number.NaN], [-1], [0.5], [2 ** 53], [2 ** 26, 2 ** 26]]
   const actors = await cluster.spawn(Hostile, { count: wrong.length - 1 })
   for (const [i, actor] of [miscounting, ...actors].entries()) {
-    const put = { _tag: "Put", reqId: 5_000_000, info: { ...info(`${actor.actorId}.900001`, actor.actorId), tensors: [{ ...tensor, ...wrong[i] }] } }
+    const tensors = writeMetas([{ dtype: "float32", shape: wrong[i]!, device: "cpu" }])
+    const put = { _tag: "Put", reqId: 5_000_000, info: { ...info(`${actor.actorId}.900001`, actor.actorId), tensors } }
     await expect(take(actor.send([put]))).rejects.toMatchObject({ _tag: "ActorDiedError", actor: actor.actorId })
   }
   expect(await take(victim.putMany(2))).toBe(2)

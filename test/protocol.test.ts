@@ -8,6 +8,7 @@ import * as v8 from "node:v8"
 import { type ActorHandle, type Cluster, type GetOptions, type ObjectRef, start } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Frame, FrameReader, encodeFrame, encodePrefix } from "../packages/core/src/internal/frame.ts"
+import { writeMetas } from "../packages/core/src/internal/wireMetas.ts"
 import { Worker } from "./fixtures/actors.ts"
 import { agentSocketOf, expectClean, take as takeFrom } from "./helpers.ts"
 
@@ -77,7 +78,7 @@ describe("a hostile peer on an agent's socket", () => {
     ["a header that decodes to null", encodeFrame(null)],
     ["an unknown message type", encodeFrame({ _tag: "Steal", reqId: 1, objectId: "Worker-0.1" })],
     ["a request with fields of the wrong types", encodeFrame({ _tag: "Fetch", reqId: "1", objectId: 3 })],
-    ["a reply where a request belongs", encodeFrame({ _tag: "Data", reqId: 1, tensors: [] })],
+    ["a reply where a request belongs", encodeFrame({ _tag: "Data", reqId: 1, tensors: writeMetas([]) })],
     ["a plain string", encodeFrame("Fetch Worker-0.1")],
   ]
 

@@ -33,7 +33,7 @@ import {
 import type { Storage } from "./Allocator.js"
 import type { Tensor } from "./Tensor.js"
 import { attempt } from "./internal/attempt.js"
-import type { TensorMeta } from "./internal/messages.js"
+import type { TensorMeta } from "./internal/wireMetas.js"
 
 export type { TensorMeta }
 

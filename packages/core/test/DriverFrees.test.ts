@@ -11,6 +11,7 @@ import type { Groups } from "../src/internal/driver/Groups.js"
 import { Objects } from "../src/internal/driver/Objects.js"
 import type { ToActor } from "../src/internal/messages.js"
 import type { Entry } from "../src/internal/objectDirectory.js"
+import { writeMetas } from "../src/internal/wireMetas.js"
 
 // TEST DOUBLES of the actor records: each records the messages sent to it.
 const recordOf = (id: string, alive = true) => {
@@ -25,7 +26,7 @@ const objectsWith = (records: ReadonlyArray<ActorRecord>): Objects => {
 
 /** A ready object of `producer` holding one tensor, with received copies in `copies`. */
 const entryOf = (id: string, producer: string, copies: ReadonlyArray<string> = []): Entry =>
-  ({ id, producer, info: { tensors: [{ nbytes: 4 }] }, copies: new Set(copies) }) as unknown as Entry
+  ({ id, producer, info: { tensors: writeMetas([{ dtype: "float32", shape: [1], device: "cpu" }]) }, copies: new Set(copies) }) as unknown as Entry
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
 

@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import { DroppedRefs, MAX_UNPROVEN_OBJECTS, droppedRefAllowance } from "../src/internal/driver/DroppedRefs.js"
 import type { Entry } from "../src/internal/objectDirectory.js"
+import { writeMetas } from "../src/internal/wireMetas.js"
 
 const MiB = 1 << 20
 
@@ -14,7 +15,7 @@ const MiB = 1 << 20
 const entry = (id: string, nbytes: number): Entry =>
   ({
     id,
-    info: { tensors: [{ dtype: "uint8", shape: [nbytes], nbytes }] },
+    info: { tensors: writeMetas([{ dtype: "uint8", shape: [nbytes], device: "cpu" }]) },
   }) as unknown as Entry
 
 const nextTask = () => new Promise<void>((resolve) => setImmediate(resolve))

@@ -12,6 +12,7 @@ import { Fetches } from "../src/internal/fetches.js"
 import { Connection } from "../src/internal/connection.js"
 import type { AgentReply, AgentRequest } from "../src/internal/messages.js"
 import { tensorMeta } from "../src/internal/tensorMeta.js"
+import { writeMetas } from "../src/internal/wireMetas.js"
 import { Tensor } from "../src/Tensor.js"
 
 let dir: string
@@ -62,7 +63,7 @@ it("a producer's connection that closes fails the fetches from that producer onl
     asked.get("a")!.connection.close()
     expect(await fromA).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("a.sock") })
     const b = asked.get("b")!
-    b.connection.send({ _tag: "Data", reqId: b.reqId, tensors: [tensorMeta(intoB)] } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
+    b.connection.send({ _tag: "Data", reqId: b.reqId, tensors: writeMetas([intoB]) } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
     await fromB
     expect([...intoB.typedArray()]).toEqual([1, 2, 3, 4])
   } finally {
@@ -93,7 +94,7 @@ it("a producer's Data without the bytes it describes fails the fetch instead of 
     const fetched = fetch("a", into).catch((error: unknown) => error)
     await until(() => asked.has("a"), "the fetch")
     const a = asked.get("a")!
-    a.connection.send({ _tag: "Data", reqId: a.reqId, tensors: [tensorMeta(into)] } satisfies AgentReply)
+    a.connection.send({ _tag: "Data", reqId: a.reqId, tensors: writeMetas([into]) } satisfies AgentReply)
     expect(await fetched).toMatchObject({ _tag: "TransferError", message: expect.stringContaining("without its bytes") })
   } finally {
     close()
@@ -109,10 +110,10 @@ it("a producer cannot answer another producer's fetch: its reply is ignored, and
     await until(() => asked.size === 2, "both fetches")
     const [a, b] = [asked.get("a")!, asked.get("b")!]
     // b answers a's request, with bytes: not taken for a's.
-    b.connection.send({ _tag: "Data", reqId: a.reqId, tensors: [tensorMeta(intoA)] } satisfies AgentReply, [new Uint8Array([6, 6, 6, 6])])
+    b.connection.send({ _tag: "Data", reqId: a.reqId, tensors: writeMetas([intoA]) } satisfies AgentReply, [new Uint8Array([6, 6, 6, 6])])
     await new Promise((resolve) => setTimeout(resolve, 50))
     expect([...intoA.typedArray()]).toEqual([0, 0, 0, 0])
-    a.connection.send({ _tag: "Data", reqId: a.reqId, tensors: [tensorMeta(intoA)] } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
+    a.connection.send({ _tag: "Data", reqId: a.reqId, tensors: writeMetas([intoA]) } satisfies AgentReply, [new Uint8Array([1, 2, 3, 4])])
     await fromA
     expect([...intoA.typedArray()]).toEqual([1, 2, 3, 4])
     // b broke the protocol: its connection was dropped and its own fetch failed.

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import { ObjectFreedError, TimeoutError } from "../src/Errors.js"
 import type { ObjectInfo } from "../src/internal/messages.js"
 import { type Entry, ObjectDirectory } from "../src/internal/objectDirectory.js"
+import { writeMetas } from "../src/internal/wireMetas.js"
 import { rejection, thrown } from "./helpers/errors.ts"
 
 /** A directory that records the ids it frees, in order. */
@@ -21,7 +22,7 @@ const infoOf = (entry: Entry, refs: ReadonlyArray<string> = []): ObjectInfo => (
   producerAddress: "",
   transport: entry.transport,
   skeleton: new Uint8Array(0),
-  tensors: [],
+  tensors: writeMetas([]),
   refs,
 })
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest"
 import { cpuAllocator, createCpuMemoryPool } from "../src/CpuMemory.js"
 import { Tensor } from "../src/Tensor.js"
 import { withAllocator } from "../src/AllocatorScope.js"
-import { PACK_BELOW_BYTES, PACK_BLOCK_BYTES, packTensors, packable, packingOf, travelMetas, unpackTensors } from "../src/internal/packing.js"
+import { PACK_BELOW_BYTES, PACK_BLOCK_BYTES, packTensors, packable, packedIndices, packedMask, packingOf, travelMetas, unpackTensors } from "../src/internal/packing.js"
 import { tensorMeta } from "../src/internal/tensorMeta.js"
 import { thrown } from "./helpers/errors.ts"
 import { countedGc } from "./helpers/gc.ts"
@@ -52,18 +52,26 @@ describe("packingOf", () => {
     expect(travelMetas(many, packing).map((m) => m.nbytes)).toEqual(packing.blockBytes)
   })
 
-  it("refuses a peer's indices out of order, repeated, out of range, or naming a tensor that cannot be packed", () => {
+  it("reads a peer's mask of packed tensors: a byte, 0 or 1, per tensor", () => {
+    expect(packedIndices(packedMask([0, 2, 3], 4), 4)).toEqual([0, 2, 3])
+    expect(packedIndices(new Uint8Array(4), 4)).toEqual([])
+    for (const [mask, message] of [
+      [new Uint8Array([1, 1, 0]), /has 3 bytes for 4 tensors/],
+      [new Uint8Array([1, 1, 0, 0, 1]), /has 5 bytes for 4 tensors/],
+      [new Uint8Array([1, 2, 0, 0]), /holds 2 for tensor 1/],
+    ] as const) {
+      expect(thrown(() => packedIndices(mask, 4))).toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(message) })
+    }
+  })
+
+  it("refuses a peer's packing of a tensor that cannot be packed", () => {
     const large = [...metas, { dtype: "uint8", shape: [PACK_BELOW_BYTES], device: "cpu", nbytes: PACK_BELOW_BYTES }]
     const onGpu = [...metas, { dtype: "uint8", shape: [8], device: "cuda:0", nbytes: 8 }]
-    for (const [described, indices, message] of [
-      [metas, [1, 0], /must ascend/],
-      [metas, [1, 1], /must ascend/],
-      [metas, [0, 4], /must ascend within the object's 4 tensors/],
-      [metas, [-1, 0], /must ascend/],
-      [large, [0, 4], /tensor 4 \(1048576 bytes on cpu\) cannot travel packed/],
-      [onGpu, [0, 4], /tensor 4 \(8 bytes on cuda:0\) cannot travel packed/],
+    for (const [described, message] of [
+      [large, /tensor 4 \(1048576 bytes on cpu\) cannot travel packed/],
+      [onGpu, /tensor 4 \(8 bytes on cuda:0\) cannot travel packed/],
     ] as const) {
-      expect(thrown(() => packingOf(described, indices))).toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(message) })
+      expect(thrown(() => packingOf(described, [0, 4]))).toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(message) })
     }
   })
 })

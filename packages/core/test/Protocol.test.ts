@@ -10,8 +10,8 @@ import { MAX_MESSAGE_BYTES } from "../src/Limits.js"
 import { checkActorInfo } from "../src/internal/driver/Objects.js"
 import { type Frame, FrameReader, encodeFrame, encodePrefix } from "../src/internal/frame.js"
 import { decodeAgentReply, decodeAgentRequest, decodeFromActor, decodeObjectInfo, decodeToActor } from "../src/internal/messages.js"
-import { validateMeta } from "../src/internal/tensorMeta.js"
 import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
+import { writeMetas } from "../src/internal/wireMetas.js"
 import { Tensor } from "../src/Tensor.js"
 
 const concat = (chunks: ReadonlyArray<Uint8Array>): Buffer => Buffer.concat(chunks.map((c) => Buffer.from(c)))
@@ -125,7 +125,8 @@ describe("message decoders", () => {
     ["an AllGathered with strings for blobs", decodeAgentRequest, { _tag: "AllGathered", reqId: 1, blobs: ["a"] }],
     ["a GroupCreate with a setup of the wrong shape", decodeAgentRequest, { _tag: "GroupCreate", reqId: 1, setup: { name: "g" } }],
     ["a reply sent as a request", decodeAgentRequest, { _tag: "Done", reqId: 1 }],
-    ["a Data reply with malformed tensor metas", decodeAgentReply, { _tag: "Data", reqId: 1, tensors: [{ dtype: 1 }] }],
+    ["a Data reply with malformed tensor metas", decodeAgentReply, { _tag: "Data", reqId: 1, tensors: { names: ["float32", "cpu"], bytes: new Uint8Array([1, 0, 0, 0, 0, 1]) } }],
+    ["a Data reply with tensor metas as a list of objects", decodeAgentReply, { _tag: "Data", reqId: 1, tensors: [{ dtype: "float32", shape: [4], device: "cpu", nbytes: 16 }] }],
     ["a Failed reply without an error", decodeAgentReply, { _tag: "Failed", reqId: 1 }],
     ["a Result without transfers", decodeFromActor, { _tag: "Result", callId: 1 }],
     ["a Result whose transfer started at NaN", decodeFromActor, {
@@ -136,15 +137,22 @@ describe("message decoders", () => {
     }],
     ["a Ready without an address", decodeFromActor, { _tag: "Ready", pid: 1 }],
     ["a Put with a broken ObjectInfo", decodeFromActor, { _tag: "Put", reqId: 1, info: { objectId: "x" } }],
-    ["a Call whose args are not bytes", decodeToActor, { _tag: "Call", callId: 1, method: "m", returnId: "r", args: "x", argTensors: [], refs: [] }],
+    ["a Call whose args are not bytes", decodeToActor, { _tag: "Call", callId: 1, method: "m", returnId: "r", args: "x", argTensors: writeMetas([]), refs: [] }],
+    ["a Call whose tensors name an unknown dtype", decodeToActor, {
+      _tag: "Call", callId: 1, method: "m", returnId: "r", args: new Uint8Array(), refs: [], argTensors: writeMetas([{ dtype: "float128", shape: [4], device: "cpu" }]),
+    }],
     ["a Free with numeric ids", decodeToActor, { _tag: "Free", objectIds: [1, 2] }],
     ["a Free of an id longer than any of ours", decodeToActor, { _tag: "Free", objectIds: ["x".repeat(257)] }],
     ["a Fetch of an id longer than any of ours", decodeAgentRequest, { _tag: "Fetch", reqId: 1, objectId: "x".repeat(257) }],
     ["an AllGather of a group name longer than any of ours", decodeFromActor, { _tag: "AllGather", reqId: 1, group: "g".repeat(513), groupId: 1, blob: new Uint8Array(), timeoutMs: 1 }],
-    ["an ObjectInfo whose skeleton is a string", decodeObjectInfo, { objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: "s", tensors: [], refs: [] }],
-    ["an ObjectInfo whose shape holds strings", decodeObjectInfo, {
+    ["an ObjectInfo whose skeleton is a string", decodeObjectInfo, { objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: "s", tensors: writeMetas([]), refs: [] }],
+    ["an ObjectInfo whose tensor metadata names 257 dtypes and devices", decodeObjectInfo, {
       objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: new Uint8Array(), refs: [],
-      tensors: [{ dtype: "float32", shape: ["4"], device: "cpu", nbytes: 16 }],
+      tensors: { names: Array.from({ length: 257 }, () => "cpu"), bytes: new Uint8Array(4) },
+    }],
+    ["an ObjectInfo whose packed mask is a list", decodeObjectInfo, {
+      objectId: "x", producer: "p", producerAddress: "a", transport: "t", skeleton: new Uint8Array(), refs: [],
+      tensors: writeMetas([{ dtype: "float32", shape: [4], device: "cpu" }]), packed: [0],
     }],
   ]
 
@@ -156,26 +164,12 @@ describe("message decoders", () => {
     expect(decodeAgentRequest(fetch)).toEqual(fetch)
     expect(decodeAgentReply({ _tag: "Done", reqId: 1 })).toEqual({ _tag: "Done", reqId: 1 })
     expect(decodeToActor({ _tag: "Free", objectIds: ["a"] })).toEqual({ _tag: "Free", objectIds: ["a"] })
+    const data = { _tag: "Data", reqId: 1, tensors: writeMetas([{ dtype: "float32", shape: [2, 3], device: "cpu" }]) }
+    expect(decodeAgentReply(data)).toEqual(data)
   })
 })
 
-describe("tensor metadata and value skeletons", () => {
-  const meta = { dtype: "float32", shape: [2, 3], device: "cpu", nbytes: 24 }
-
-  it.each([
-    ["an unknown dtype", { ...meta, dtype: "float128" }],
-    ["a negative dimension", { ...meta, shape: [-2, -3] }],
-    ["a fractional dimension", { ...meta, shape: [2.5, 2], nbytes: 20 }],
-    ["more bytes than the shape holds", { ...meta, nbytes: 4096 }],
-    ["fewer bytes than the shape holds", { ...meta, nbytes: 4 }],
-    ["more elements than can be addressed", { ...meta, shape: [2 ** 30, 2 ** 30, 2 ** 30], nbytes: 0 }],
-    ["an unknown device", { ...meta, device: "tpu:0" }],
-    ["a device with no index", { ...meta, device: "cuda:" }],
-  ])("validateMeta rejects %s with ProtocolError", (_name, bad) => {
-    expect(validateMeta(meta)).toEqual(meta)
-    expect(() => validateMeta(bad)).toThrow(ProtocolError)
-  })
-
+describe("value skeletons (tensor metadata: WireMetas.test.ts)", () => {
   it("decodeValue rejects undecodable skeletons and out-of-range placeholders", () => {
     const tensors = [Tensor.ones([1])]
     const hooks = {
@@ -203,7 +197,7 @@ describe("an object an actor describes (its size: test/hostilePeers.test.ts)", (
     producerAddress: "a",
     transport: "object-store",
     skeleton: new Uint8Array(0),
-    tensors: [],
+    tensors: writeMetas([]),
     refs: [],
   })
 

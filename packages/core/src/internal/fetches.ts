@@ -8,10 +8,11 @@ import { ProtocolError, TransferError } from "../Errors.js"
 import type { Tensor } from "../Tensor.js"
 import { type Connection, type TlsClient, connect } from "./connection.js"
 import type { Frame } from "./frame.js"
-import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, type TensorMeta, decodeAgentReply } from "./messages.js"
+import { type AgentReply, type AgentRequest, MAX_AGENT_REQUEST_BYTES, decodeAgentReply } from "./messages.js"
 import { Requests } from "./requests.js"
 import type { ClusterMember } from "./agent/Agent.js"
 import { metaMismatch } from "./tensorMeta.js"
+import { type TensorMeta, type TensorMetas, readMetas } from "./wireMetas.js"
 import { objectStoreName } from "./transportRegistry.js"
 import { fromWireError } from "./wireError.js"
 
@@ -31,8 +32,8 @@ interface Fetch {
 }
 
 /** A producer's reply names the tensors its object describes, or it breaks the protocol. */
-const checkSentAsDescribed = (fetch: Fetch, sent: ReadonlyArray<TensorMeta>): void => {
-  const mismatch = metaMismatch(fetch.expected, sent)
+const checkSentAsDescribed = (fetch: Fetch, sent: TensorMetas): void => {
+  const mismatch = metaMismatch(fetch.expected, readMetas(sent))
   if (mismatch !== undefined) throw new ProtocolError({ message: `a producer sent other tensors than its object describes: ${mismatch}` })
 }
 

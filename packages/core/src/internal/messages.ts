@@ -4,6 +4,7 @@
  */
 import * as Schema from "effect/Schema"
 import { ProtocolError } from "../Errors.js"
+import { MAX_META_NAMES, metasProblem } from "./wireMetas.js"
 
 const Bytes = Schema.Uint8Array
 /**
@@ -13,17 +14,15 @@ const Bytes = Schema.Uint8Array
 const Id = Schema.String.check(Schema.isMaxLength(256))
 /** A group's name: at most 256 characters (createCollectiveGroup), each at most two UTF-16 units. */
 const GroupName = Schema.String.check(Schema.isMaxLength(512))
-/** A size or a count: what a peer sends as one is a whole number, never negative (a NaN would poison every sum it joins). */
-const Count = Schema.Number.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0))
 
-/** What travels about one tensor: enough to allocate and validate the receiving buffer. */
-export const TensorMeta = Schema.Struct({
-  dtype: Schema.String,
-  shape: Schema.Array(Count),
-  device: Schema.String,
-  nbytes: Count,
-})
-export type TensorMeta = typeof TensorMeta.Type
+/**
+ * What travels about a list of tensors, packed (wireMetas.ts): enough to allocate and validate the
+ * receiving buffers. A dtype's or a device's name is at most 64 characters, far above every real one.
+ */
+const TensorMetas = Schema.Struct({
+  names: Schema.Array(Schema.String.check(Schema.isMaxLength(64))).check(Schema.isMaxLength(MAX_META_NAMES)),
+  bytes: Bytes,
+}).check(Schema.makeFilter(metasProblem, { expected: "tensor metadata" }))
 
 /** A serialized error: name, message and the remote stack. */
 export const WireError = Schema.Struct({
@@ -42,11 +41,11 @@ export const ObjectInfo = Schema.Struct({
   producerAddress: Schema.String,
   transport: Schema.String,
   skeleton: Bytes,
-  tensors: Schema.Array(TensorMeta),
+  tensors: TensorMetas,
   /** Tensor bytes of small object-store values, concatenated in tensor order. */
   inline: Schema.optional(Bytes),
-  /** The tensors that travel packed in blocks, ahead of the others (packing.ts). */
-  packed: Schema.optional(Schema.Array(Count)),
+  /** The tensors that travel packed in blocks, ahead of the others: a byte per tensor, 1 where packed (packing.ts). */
+  packed: Schema.optional(Bytes),
   /** Opaque transport metadata produced on the producer (e.g. registration descriptors). */
   metadata: Schema.optional(Schema.Unknown),
   refs: Schema.Array(Id),
@@ -115,7 +114,7 @@ export const ToActor = Schema.Union([
     /** The arguments with refs and tensors replaced by placeholders. */
     args: Bytes,
     /** Tensors passed by value: their bytes are the frame's body, in this order. */
-    argTensors: Schema.Array(TensorMeta),
+    argTensors: TensorMetas,
     /** One entry per distinct ref among the arguments. */
     refs: Schema.Array(ObjectInfo),
     /** Objects to free first, as a Free message would. */
@@ -206,7 +205,7 @@ export type AgentRequest = typeof AgentRequest.Type
 
 // From an agent over a connection made to it: replies, and (to the driver) its blobs of a group's rendezvous.
 export const AgentReply = Schema.Union([
-  Schema.TaggedStruct("Data", { reqId: Schema.Number, tensors: Schema.Array(TensorMeta) }),
+  Schema.TaggedStruct("Data", { reqId: Schema.Number, tensors: TensorMetas }),
   Schema.TaggedStruct("Done", { reqId: Schema.Number }),
   Schema.TaggedStruct("Failed", { reqId: Schema.Number, error: WireError }),
   AllGather,

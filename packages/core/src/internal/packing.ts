@@ -11,7 +11,7 @@ import { DTypes, type DType } from "../DType.js"
 import { ProtocolError } from "../Errors.js"
 import { Tensor } from "../Tensor.js"
 import { RECYCLE_MIN_BYTES } from "./hostMemoryCache.js"
-import type { TensorMeta } from "./messages.js"
+import type { TensorMeta } from "./wireMetas.js"
 
 /**
  * Tensors whose whole storage, in default host memory, is smaller than this are packed, when a value
@@ -56,20 +56,35 @@ export const packable = (tensors: ReadonlyArray<Tensor>, registered?: (storage: 
   return indices.length >= 2 ? indices : undefined
 }
 
+/** How the packed `indices` among `count` tensors travel: a byte per tensor, 1 where packed. */
+export const packedMask = (indices: ReadonlyArray<number>, count: number): Uint8Array => {
+  const mask = new Uint8Array(count)
+  for (const i of indices) mask[i] = 1
+  return mask
+}
+
+/** The packed tensors a peer's mask names, ascending; ProtocolError unless it has a byte, 0 or 1, per tensor. */
+export const packedIndices = (mask: Uint8Array, count: number): Array<number> => {
+  if (mask.byteLength !== count) throw new ProtocolError({ message: `the packed tensors' mask has ${mask.byteLength} bytes for ${count} tensors` })
+  const indices: Array<number> = []
+  mask.forEach((flag, i) => {
+    if (flag === 1) indices.push(i)
+    else if (flag !== 0) throw new ProtocolError({ message: `the packed tensors' mask holds ${flag} for tensor ${i} (0 or 1)` })
+  })
+  return indices
+}
+
 /**
- * The blocks' layout for the packed `indices` of tensors described by `metas`, in order, a new block
- * where one would pass PACK_BLOCK_BYTES (both ends compute it alike). A peer's indices are checked:
- * ascending, in range, host tensors below the limit.
+ * The blocks' layout for the packed `indices` (ascending) of tensors described by `metas`, in
+ * order, a new block where one would pass PACK_BLOCK_BYTES (both ends compute it alike). A peer's
+ * are checked: host tensors below the limit.
  */
 export const packingOf = (metas: ReadonlyArray<TensorMeta>, indices: ReadonlyArray<number>): Packing => {
   const [blocks, offsets, blockBytes] = [[] as Array<number>, [] as Array<number>, [] as Array<number>]
   let bytes = 0
-  let previous = -1
   for (const i of indices) {
-    const meta = metas[i]
-    if (!(i > previous) || meta === undefined) throw new ProtocolError({ message: `packed tensor indices must ascend within the object's ${metas.length} tensors, got [${indices.join(", ")}]` })
+    const meta = metas[i]!
     if (meta.device !== "cpu" || meta.nbytes >= PACK_BELOW_BYTES) throw new ProtocolError({ message: `tensor ${i} (${meta.nbytes} bytes on ${meta.device}) cannot travel packed` })
-    previous = i
     const at = alignUp(bytes)
     if (blockBytes.length === 0 || (at + meta.nbytes > PACK_BLOCK_BYTES && bytes > 0)) {
       if (blockBytes.length > 0) blockBytes[blockBytes.length - 1] = bytes

@@ -16,13 +16,14 @@ import { AgentClient, type Transfer } from "./agentClient.js"
 import { MAX_VALUE_BYTES, tooLarge } from "./frame.js"
 import type { ActorInspection, ObjectInfo, TransferStat } from "./messages.js"
 import { PendingTransfers } from "./pendingTransfers.js"
-import { notPacked, packTensors, packable, packingOf, receivingBlocks, travelMetas, unpackTensors } from "./packing.js"
+import { notPacked, packTensors, packable, packedIndices, packedMask, packingOf, receivingBlocks, travelMetas, unpackTensors } from "./packing.js"
 import { BufferUse, quarantine } from "./quarantine.js"
 import { type ReceiveObject, receiveLabel, receiveObject } from "./receiveObject.js"
-import { allocateFor, checkReceived, concatBytes, tensorMeta, tensorsFromBytes, validateMeta } from "./tensorMeta.js"
+import { allocateFor, checkReceived, concatBytes, tensorsFromBytes } from "./tensorMeta.js"
 import { loadTransports, objectStoreName, promiseFaces, unknownTransport } from "./transportRegistry.js"
 import { decodeValue, encodeValue } from "./valueCodec.js"
 import { settledWithin } from "./waits.js"
+import { metaCount, readMetas, writeMetas } from "./wireMetas.js"
 import { toWireTensor } from "./wireTensor.js"
 import { checkTimeout, describe } from "./arguments.js"
 
@@ -167,7 +168,7 @@ export class ProcessRuntime {
       producerAddress: this.agent.address,
       transport: transportName,
       skeleton,
-      tensors: tensors.map(tensorMeta),
+      tensors: writeMetas(tensors),
       refs: refs.map((r) => r.id),
     }
     if (tensors.length === 0) return checkDescribed(base)
@@ -182,8 +183,8 @@ export class ProcessRuntime {
       }
     }
     const packed = packable(tensors, transport.registered && ((storage) => transport.registered!(storage)))
-    const described = checkDescribed(packed === undefined ? base : { ...base, packed })
-    const travelling = packed === undefined ? tensors : packTensors(tensors, packingOf(described.tensors, packed))
+    const described = checkDescribed(packed === undefined ? base : { ...base, packed: packedMask(packed, tensors.length) })
+    const travelling = packed === undefined ? tensors : packTensors(tensors, packingOf(tensors, packed))
     const metadata = await this.hold(objectId, transportName, value, tensors, travelling)
     if (metadata === undefined) return described
     try {
@@ -319,8 +320,9 @@ export class ProcessRuntime {
     for (const ref of list) {
       const { info, done } = await locate(ref, remaining())
       try {
-        const target = options.target?.slice(targetOffset, targetOffset + info.tensors.length)
-        targetOffset += info.tensors.length
+        const count = metaCount(info.tensors)
+        const target = options.target?.slice(targetOffset, targetOffset + count)
+        targetOffset += count
         const resolved = await this.resolve(info, {
           timeoutMs: Math.min(transferTimeoutMs, Math.max(1, remaining())),
           ...(options.useObjectStore !== undefined ? { useObjectStore: options.useObjectStore } : {}),
@@ -337,8 +339,8 @@ export class ProcessRuntime {
 
   /** Turns an owner's ObjectInfo into a value here: the same tensors, inline bytes, or a transfer. */
   async resolve(info: ObjectInfo, options: ResolveOptions): Promise<Resolved> {
-    const metas = info.tensors.map(validateMeta)
-    const packing = info.packed === undefined ? undefined : packingOf(metas, info.packed)
+    const metas = readMetas(info.tensors)
+    const packing = info.packed === undefined ? undefined : packingOf(metas, packedIndices(info.packed, metas.length))
     const build = (tensors: ReadonlyArray<Tensor>) =>
       decodeValue(info.skeleton, { tensor: (i) => tensors[i] ?? missingTensor(i, tensors.length), ref: this.makeRef })
     if (info.producer === this.processId) {
@@ -372,8 +374,8 @@ export class ProcessRuntime {
       packing === undefined
         ? (options.target ?? allocateFor(metas))
         : [...receivingBlocks(packing), ...(options.target !== undefined ? notPacked(options.target, packing) : allocateFor(notPacked(metas, packing)))]
-    const travelling = packing === undefined ? info : { ...info, tensors: travelMetas(metas, packing) }
-    const request = { info: travelling, via, into, consumer: this.processId, collective: options.collective ?? false }
+    const travels = packing === undefined ? metas : travelMetas(metas, packing)
+    const request = { info, tensors: travels, via, into, consumer: this.processId, collective: options.collective ?? false }
     const viaTransport = this.transport(via)
     const started = performance.now()
     // A collective receive stays with the agent, which numbers the group's collectives.
@@ -431,11 +433,10 @@ const EMPTY = new Uint8Array(0)
  * UTF-16 unit plus its tag and length, a number 10, each key and tag counted generously.
  */
 const describedBound = (info: ObjectInfo): number => {
-  let bytes = 512 + info.skeleton.byteLength + (info.inline?.byteLength ?? 0)
+  let bytes = 512 + info.skeleton.byteLength + (info.inline?.byteLength ?? 0) + info.tensors.bytes.byteLength + (info.packed?.byteLength ?? 0)
   bytes += 3 * (info.objectId.length + info.producer.length + info.producerAddress.length + info.transport.length)
-  for (const t of info.tensors) bytes += 128 + 3 * (t.dtype.length + t.device.length) + 10 * t.shape.length
+  for (const name of info.tensors.names) bytes += 16 + 3 * name.length
   for (const r of info.refs) bytes += 16 + 3 * r.length
-  bytes += 10 * (info.packed?.length ?? 0)
   return bytes
 }
 

@@ -8,9 +8,12 @@ import type { PromiseTransport } from "../Transport.js"
 import type { ObjectInfo } from "./messages.js"
 import { transferLabel } from "./pendingTransfers.js"
 import { checkReceived } from "./tensorMeta.js"
+import type { TensorMeta } from "./wireMetas.js"
 
 export interface ReceiveObject {
   readonly info: ObjectInfo
+  /** What travels, read from `info`: its packed blocks first, then its other tensors (packing.ts). */
+  readonly tensors: ReadonlyArray<TensorMeta>
   /** The transport to receive with: the object's own, or object-store for a copy through the control plane. */
   readonly via: string
   readonly into: ReadonlyArray<Tensor>
@@ -27,10 +30,10 @@ export const receiveLabel = ({ via, info, consumer }: Pick<ReceiveObject, "via" 
   transferLabel(via, info.objectId, info.producer, consumer)
 
 export const receiveObject = async (transport: PromiseTransport, request: ReceiveObject, signal: AbortSignal): Promise<void> => {
-  const { info, via, into, writesUntil } = request
+  const { info, tensors, via, into, writesUntil } = request
   const peers = { objectId: info.objectId, producer: info.producer, producerAddress: info.producerAddress, consumer: request.consumer }
   if (transport.capabilities.oneSided) {
-    await transport.fetch!({ ...peers, tensors: info.tensors, metadata: info.metadata, into, signal, writesUntil })
+    await transport.fetch!({ ...peers, tensors, metadata: info.metadata, into, signal, writesUntil })
   } else {
     const route = info.route
     if (route === undefined || request.hasGroup?.(route.group) === false) {
@@ -43,8 +46,8 @@ export const receiveObject = async (transport: PromiseTransport, request: Receiv
       if (transport.broadcast === undefined) throw new UnsupportedOperationError({ message: `transport "${via}" has no broadcast` })
       await transport.broadcast({ group: route.group, tensors: into, root: route.rank, signal, writesUntil })
     } else {
-      await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors: info.tensors, metadata: info.metadata, into, signal, writesUntil })
+      await transport.receive!({ ...peers, group: route.group, fromRank: route.rank, tensors, metadata: info.metadata, into, signal, writesUntil })
     }
   }
-  checkReceived(info.tensors, into)
+  checkReceived(tensors, into)
 }

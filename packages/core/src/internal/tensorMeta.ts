@@ -1,13 +1,12 @@
 /**
- * Tensor metadata on the wire, the checks every received tensor passes, and the tensors it describes:
- * allocated to receive into, or filled from the concatenated bytes of a message.
+ * Tensor metadata (its wire form: wireMetas.ts), the checks every received tensor passes, and the
+ * tensors it describes: allocated to receive into, or filled from the concatenated bytes of a message.
  */
 import { currentAllocator } from "../AllocatorScope.js"
 import { parseDevice } from "../Device.js"
-import { DTypes, isDType } from "../DType.js"
 import { ProtocolError, ShapeError } from "../Errors.js"
 import { Tensor } from "../Tensor.js"
-import type { TensorMeta } from "./messages.js"
+import type { TensorMeta } from "./wireMetas.js"
 
 export const tensorMeta = (tensor: Tensor): TensorMeta => ({
   dtype: tensor.dtype,
@@ -15,28 +14,6 @@ export const tensorMeta = (tensor: Tensor): TensorMeta => ({
   device: tensor.device,
   nbytes: tensor.nbytes,
 })
-
-/** Rejects metadata that a hostile or broken peer could use to make us allocate or read out of bounds. */
-export const validateMeta = (meta: TensorMeta): TensorMeta => {
-  if (!isDType(meta.dtype)) throw new ProtocolError({ message: `unknown dtype "${meta.dtype}" in tensor metadata` })
-  let numel = 1
-  for (const d of meta.shape) {
-    if (!Number.isSafeInteger(d) || d < 0) throw new ProtocolError({ message: `invalid dimension ${d} in tensor metadata` })
-    numel *= d
-    if (!Number.isSafeInteger(numel)) throw new ProtocolError({ message: "tensor metadata describes more elements than can be addressed" })
-  }
-  if (meta.nbytes !== numel * DTypes[meta.dtype].itemSize) {
-    throw new ProtocolError({
-      message: `tensor metadata says ${meta.nbytes} bytes for ${meta.dtype}[${meta.shape.join(", ")}] (${numel * DTypes[meta.dtype].itemSize} expected)`,
-    })
-  }
-  try {
-    parseDevice(meta.device)
-  } catch {
-    throw new ProtocolError({ message: `unknown device "${meta.device}" in tensor metadata` })
-  }
-  return meta
-}
 
 const describe = (m: TensorMeta): string => `${m.dtype}[${m.shape.join(", ")}] on ${m.device}`
 

@@ -8,7 +8,8 @@ import { CancelledError, InvalidArgumentError, ProtocolError } from "../../Error
 import { type ActorContext, runInActorContext } from "../../InActor.js"
 import type { FromActor, ObjectInfo, ToActor, TransferStat } from "../messages.js"
 import type { ProcessRuntime, Resolved } from "../processRuntime.js"
-import { tensorsFromBytes, validateMeta } from "../tensorMeta.js"
+import { tensorsFromBytes } from "../tensorMeta.js"
+import { readMetas } from "../wireMetas.js"
 import { objectStoreName } from "../transportRegistry.js"
 import { decodeValue } from "../valueCodec.js"
 import { settledWithin } from "../waits.js"
@@ -145,7 +146,7 @@ export class CallQueue {
   }
 
   private async arguments(call: Call, body: Buffer | undefined, transfers: Array<TransferStat>, received: Array<string>): Promise<Array<unknown>> {
-    const byValue = tensorsFromBytes(call.argTensors.map(validateMeta), body ?? new Uint8Array(0), `call ${call.callId}`)
+    const byValue = tensorsFromBytes(readMetas(call.argTensors), body ?? new Uint8Array(0), `call ${call.callId}`)
     const outcomes = await this.receiveAll(call.refs)
     const resolved = new Map<string, unknown>()
     call.refs.forEach((info, i) => {

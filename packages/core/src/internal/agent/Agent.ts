@@ -15,7 +15,7 @@ import { PendingTransfers, transferLabel } from "../pendingTransfers.js"
 import { pidExists, statFields } from "../processes.js"
 import { BufferUse } from "../quarantine.js"
 import { receiveLabel, receiveObject } from "../receiveObject.js"
-import { tensorMeta } from "../tensorMeta.js"
+import { type TensorMeta, writeMetas } from "../wireMetas.js"
 import { loadTransports, promiseFaces, unknownTransport } from "../transportRegistry.js"
 import { type WireTensor, fromWireTensor } from "../wireTensor.js"
 import { settledWithin } from "../waits.js"
@@ -35,6 +35,8 @@ export type AgentCommand =
   | {
       readonly op: "receive"
       readonly info: ObjectInfo
+      /** What travels (see ReceiveObject). */
+      readonly tensors: ReadonlyArray<TensorMeta>
       /** The transport to receive with: the object's own, or object-store for a copy through the control plane. */
       readonly via: string
       readonly into: ReadonlyArray<WireTensor>
@@ -333,7 +335,7 @@ export class Agent {
         }
         const tensors = held.object.tensors
         connection.send(
-          { _tag: "Data", reqId: request.reqId, tensors: tensors.map(tensorMeta) } satisfies AgentReply,
+          { _tag: "Data", reqId: request.reqId, tensors: writeMetas(tensors) } satisfies AgentReply,
           tensors.map((t) => t.contiguousBytes()),
         )
         return

@@ -11,7 +11,7 @@ import { MAX_VALUE_BYTES, tooLarge } from "../frame.js"
 import type { FromActor, ObjectInfo, ToActor } from "../messages.js"
 import type { Entry, ObjectDirectory } from "../objectDirectory.js"
 import type { ProcessRuntime } from "../processRuntime.js"
-import { tensorMeta } from "../tensorMeta.js"
+import { metaCount, writeMetas } from "../wireMetas.js"
 import { objectStoreName } from "../transportRegistry.js"
 import { encodeValue } from "../valueCodec.js"
 import { fromWireError } from "../wireError.js"
@@ -129,7 +129,7 @@ export class Dispatch {
             returnId: entry.id,
             ...(options.tensorTransport !== undefined ? { transport: options.tensorTransport } : {}),
             args: encoded.skeleton,
-            argTensors: encoded.tensors.map(tensorMeta),
+            argTensors: writeMetas(encoded.tensors),
             refs,
             ...(frees !== undefined ? { frees } : {}),
           } satisfies ToActor,
@@ -180,7 +180,7 @@ export class Dispatch {
     }
     if (call.entry.state !== "pending") {
       // Cancelled while it ran, or refused: whatever it made is nobody's.
-      if (message.info !== undefined && message.info.tensors.length > 0) record.control.send({ _tag: "Free", objectIds: [call.entry.id] } satisfies ToActor)
+      if (message.info !== undefined && metaCount(message.info.tensors) > 0) record.control.send({ _tag: "Free", objectIds: [call.entry.id] } satisfies ToActor)
     } else if (message.info !== undefined) {
       if (travelsWhole(message.info)) record.wholeResults.add(call.method)
       else record.wholeResults.delete(call.method)
@@ -218,7 +218,7 @@ export class Dispatch {
     const shared = () => entry.takers.has(entry.producer) && entry.takers.size >= 2
     const wasShared = shared()
     entry.takers.add(actor)
-    if (wasShared || !shared() || entry.info!.tensors.length === 0) return
+    if (wasShared || !shared() || metaCount(entry.info!.tensors) === 0) return
     const others = [...entry.takers].filter((a) => a !== entry.producer).join(", ")
     process.emitWarning(
       `object ${entry.id} is passed to ${entry.producer}, its producer, and to ${others}: objects are mutable, so ${entry.producer}'s call works on the very tensors that ${others} receive${entry.takers.size > 2 ? "" : "s"} a copy of whenever the transfer runs, and an in-place change there may or may not reach ${others}. Change a clone instead (t.clone()), or wait for the other calls first.`,
@@ -305,4 +305,4 @@ const withSmallObjects = (error: unknown, small: number): unknown =>
     : error
 
 /** An object whose info carries all of it (no tensors, or their bytes inline): no transfer moves it. */
-const travelsWhole = (info: ObjectInfo): boolean => info.tensors.length === 0 || info.inline !== undefined
+const travelsWhole = (info: ObjectInfo): boolean => metaCount(info.tensors) === 0 || info.inline !== undefined

@@ -13,6 +13,7 @@
  */
 import { forceGc } from "../hostMemoryCache.js"
 import type { Entry } from "../objectDirectory.js"
+import { metaBytes } from "../wireMetas.js"
 
 /** Objects made since the last collection and still alive that start one, whatever their size. */
 export const MAX_UNPROVEN_OBJECTS = 4096
@@ -59,7 +60,7 @@ export class DroppedRefs {
 
   /** An object is ready: its tensors are held by its producer until it is freed. */
   made(entry: Entry): void {
-    const bytes = entry.info!.tensors.reduce((n, t) => n + t.nbytes, 0)
+    const bytes = metaBytes(entry.info!.tensors)
     if (bytes === 0) return
     this.unproven.set(entry.id, bytes)
     this.unprovenBytes += bytes

@@ -10,6 +10,7 @@ import type { FromActor, ObjectInfo, ToActor } from "../messages.js"
 import type { Entry } from "../objectDirectory.js"
 import { objectStoreName } from "../transportRegistry.js"
 import { toWireError } from "../wireError.js"
+import { metaCount } from "../wireMetas.js"
 import type { ActorProcesses, ActorRecord } from "./ActorProcesses.js"
 import type { AgentLinks } from "./AgentLinks.js"
 import type { DriverContext } from "./DriverContext.js"
@@ -36,7 +37,7 @@ export class Objects {
 
   /** The directory's free: the producer drops its primary copy, and every holder of a received copy drops that. */
   free(entry: Entry): void {
-    if (entry.info === undefined || entry.info.tensors.length === 0) return
+    if (entry.info === undefined || metaCount(entry.info.tensors) === 0) return
     for (const id of entry.copies) {
       const holder = this.processes.get(id)
       if (holder !== undefined) this.sendFree(holder, entry.id)
