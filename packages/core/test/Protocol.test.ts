@@ -187,6 +187,10 @@ describe("value skeletons (tensor metadata: WireMetas.test.ts)", () => {
     expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:tensor": 1.5 }), hooks)).toThrow(ProtocolError)
     expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:tensor": 5 }), hooks)).toThrow(ProtocolError)
     expect(() => decodeValue(v8.serialize({ "\u0000tensorlane:ref": 5 }), hooks)).toThrow(ProtocolError)
+    // Placeholders stand for the tensors in the order they are met, whether or not they are one object.
+    const two = v8.serialize({ a: { "\u0000tensorlane:tensor": true }, b: [{ "\u0000tensorlane:tensor": true }] })
+    expect(() => decodeValue(two, hooks)).toThrow(ProtocolError)
+    expect(decodeValue(two, { ...hooks, tensor: (i) => [Tensor.ones([1]), Tensor.zeros([2])][i]! })).toMatchObject({ a: { numel: 1 }, b: [{ numel: 2 }] })
   })
 })
 

@@ -31,6 +31,25 @@ describe("value codec", () => {
     expect(value.d.getTime()).toBe(5)
   })
 
+  it("rebuilds tensors in the order it found them: integer keys, Map keys, a tensor at two places, a dictionary of keys, shared parts", () => {
+    let n = 0
+    const t = () => Tensor.zeros([++n])
+    const twice = t()
+    const shared = [t(), { x: t() }]
+    const many = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [i % 3 === 0 ? String(i) : `k${i}`, t()]))
+    const value = { b: t(), 2: t(), 1: [t(), twice], m: new Map([[t(), t()]]), s: new Set([t(), twice]), shared, again: shared, many, twice }
+    const { skeleton, tensors } = encodeValue(value)
+    const back = decodeValue(skeleton, { tensor: (i) => tensors[i]!, ref: (id) => id }) as typeof value
+    expect(back.b).toBe(value.b)
+    expect([back[2], back[1][0], back[1][1], back.twice]).toEqual([value[2], value[1][0], twice, twice])
+    expect([...back.m]).toEqual([...value.m])
+    expect([...back.s]).toEqual([...value.s])
+    expect(back.again).toBe(back.shared)
+    expect(back.shared).toEqual(shared)
+    expect(Object.entries(back.many)).toEqual(Object.entries(many))
+    for (const [key, tensor] of Object.entries(many)) expect(back.many[key]).toBe(tensor)
+  })
+
   it("keeps shared parts shared and cycles cyclic, and a key named __proto__ a key", () => {
     const shared = { t: Tensor.ones([3]) }
     const cyclic: Record<string, unknown> = { shared, again: shared }

@@ -1,7 +1,11 @@
 /**
  * Splits a value into a skeleton (everything but tensors, v8-serialized) and its tensors, found depth
  * first in insertion order inside plain objects, arrays, Maps and Sets. ObjectRefs inside the value
- * travel as their ids. Rebuilding puts tensors and refs back where they were.
+ * travel as their ids. Rebuilding puts tensors and refs back where they were: the skeleton holds a
+ * tensor placeholder wherever a tensor was, the same object at each (V8's serializer writes it once,
+ * then a reference to it) but in a Set or as a Map's key (where it would stand for one), and
+ * rebuilding walks the skeleton in the same order, so that the nth placeholder it meets is the nth
+ * tensor.
  */
 import * as v8 from "node:v8"
 import { InvalidArgumentError, ProtocolError } from "../Errors.js"
@@ -11,6 +15,7 @@ import { isObjectRef, type ObjectRef } from "../ObjectRef.js"
 // Keys no user object plausibly carries; a placeholder is an object with exactly one of them.
 const TENSOR_KEY = "\u0000tensorlane:tensor"
 const REF_KEY = "\u0000tensorlane:ref"
+const TENSOR_PLACEHOLDER = Object.freeze({ [TENSOR_KEY]: true })
 
 export interface EncodedValue {
   readonly skeleton: Uint8Array
@@ -72,24 +77,25 @@ const pathOf = (root: string, keys: ReadonlyArray<string | number>): string =>
 
 /**
  * A copy of `root` through arrays, Maps, Sets and plain objects, with every object `substitute`
- * answers for replaced by its answer. Shared parts stay shared and cycles cyclic; other objects
+ * answers for replaced by its answer (`key`: the object is a Set's member or a Map's key, where the
+ * answer must be an object of its own). Shared parts stay shared and cycles cyclic; other objects
  * (Dates, typed arrays, errors and the like) are kept as they are: they hold no tensors. `refuse`
  * says why a value cannot be copied (deeper than MAX_VALUE_DEPTH, or not something that travels).
  */
-const copyStructure = (root: unknown, substitute: (v: object) => unknown, refuse: (why: string, path: () => string) => never, checkLeaves: boolean): unknown => {
+const copyStructure = (root: unknown, substitute: (v: object, key: boolean) => unknown, refuse: (why: string, path: () => string) => never, checkLeaves: boolean): unknown => {
   const copies = new Map<object, unknown>()
   const keys: Array<string | number> = []
-  const walk = (v: unknown): unknown => {
+  const walk = (v: unknown, key: boolean): unknown => {
     if (checkLeaves && (typeof v === "function" || typeof v === "symbol")) refuse(untravelable(v)!, () => pathOf("value", keys))
     if (v === null || typeof v !== "object") return v
-    const replaced = substitute(v)
+    const replaced = substitute(v, key)
     if (replaced !== KEEP) return replaced
     if (copies.has(v)) return copies.get(v)
     if (keys.length >= MAX_VALUE_DEPTH) refuse(`nested deeper than ${MAX_VALUE_DEPTH} levels`, () => pathOf("value", keys.slice(0, 5)) + "...")
-    const item = (key: string | number, child: unknown): unknown => {
+    const item = (name: string | number, child: unknown, key = false): unknown => {
       if (child === null || (typeof child !== "object" && typeof child !== "function" && typeof child !== "symbol")) return child
-      keys.push(key)
-      const copy = walk(child)
+      keys.push(name)
+      const copy = walk(child, key)
       keys.pop()
       return copy
     }
@@ -102,13 +108,13 @@ const copyStructure = (root: unknown, substitute: (v: object) => unknown, refuse
     if (v instanceof Map) {
       const out = new Map<unknown, unknown>()
       copies.set(v, out)
-      for (const [k, child] of v) out.set(item("<key>", k), item(typeof k === "string" || typeof k === "number" ? `get(${JSON.stringify(k)})` : "<value>", child))
+      for (const [k, child] of v) out.set(item("<key>", k, true), item(typeof k === "string" || typeof k === "number" ? `get(${JSON.stringify(k)})` : "<value>", child))
       return out
     }
     if (v instanceof Set) {
       const out = new Set<unknown>()
       copies.set(v, out)
-      for (const child of v) out.add(item("<item>", child))
+      for (const child of v) out.add(item("<item>", child, true))
       return out
     }
     if (isPlainObject(v)) {
@@ -128,7 +134,7 @@ const copyStructure = (root: unknown, substitute: (v: object) => unknown, refuse
     }
     return v
   }
-  return walk(root)
+  return walk(root, false)
 }
 
 /**
@@ -141,10 +147,10 @@ export const encodeValue = (value: unknown, what = "value"): EncodedValue => {
   const refs: Array<ObjectRef<unknown>> = []
   const copy = copyStructure(
     value,
-    (v) => {
+    (v, key) => {
       if (isTensor(v)) {
         tensors.push(v)
-        return { [TENSOR_KEY]: tensors.length - 1 }
+        return key ? { ...TENSOR_PLACEHOLDER } : TENSOR_PLACEHOLDER
       }
       if (isObjectRef(v)) {
         refs.push(v)
@@ -170,16 +176,14 @@ export interface DecodeHooks {
   readonly ref: (objectId: string) => unknown
 }
 
-const placeholder = (v: object): { kind: "tensor"; index: number } | { kind: "ref"; id: string } | undefined => {
+const placeholder = (v: object): { kind: "tensor" } | { kind: "ref"; id: string } | undefined => {
   if (!isPlainObject(v)) return undefined
   const keys = Object.keys(v)
   if (keys.length !== 1) return undefined
   const payload = (v as Record<string, unknown>)[keys[0]]
   if (keys[0] === TENSOR_KEY) {
-    if (typeof payload !== "number" || !Number.isSafeInteger(payload) || payload < 0) {
-      throw new ProtocolError({ message: `tensor placeholder with invalid index ${String(payload)}` })
-    }
-    return { kind: "tensor", index: payload }
+    if (payload !== true) throw new ProtocolError({ message: `tensor placeholder holding ${String(payload)}` })
+    return { kind: "tensor" }
   }
   if (keys[0] === REF_KEY) {
     if (typeof payload !== "string") throw new ProtocolError({ message: "ref placeholder without an object id" })
@@ -201,12 +205,18 @@ export const decodeValue = (skeleton: Uint8Array, hooks: DecodeHooks): unknown =
   } catch (cause) {
     throw new ProtocolError({ message: `undecodable value skeleton: ${String(cause)}` })
   }
+  let tensors = 0
+  // The placeholder a skeleton of ours holds, once met: the same object at every tensor.
+  let seen: object | undefined
   return copyStructure(
     root,
     (v) => {
+      if (v === seen) return hooks.tensor(tensors++)
       const p = placeholder(v)
       if (p === undefined) return KEEP
-      return p.kind === "tensor" ? hooks.tensor(p.index) : hooks.ref(p.id)
+      if (p.kind === "ref") return hooks.ref(p.id)
+      seen = v
+      return hooks.tensor(tensors++)
     },
     (why) => {
       throw new ProtocolError({ message: `a value skeleton ${why}` })
