@@ -13,6 +13,7 @@ import { decodeAgentReply, decodeAgentRequest, decodeFromActor, decodeObjectInfo
 import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
 import { writeMetas } from "../src/internal/wireMetas.js"
 import { Tensor } from "../src/Tensor.js"
+import { thrown } from "./helpers/errors.ts"
 
 const concat = (chunks: ReadonlyArray<Uint8Array>): Buffer => Buffer.concat(chunks.map((c) => Buffer.from(c)))
 
@@ -170,16 +171,8 @@ describe("message decoders", () => {
 })
 
 describe("value skeletons (tensor metadata: WireMetas.test.ts)", () => {
-  it("decodeValue rejects undecodable skeletons and out-of-range placeholders", () => {
-    const tensors = [Tensor.ones([1])]
-    const hooks = {
-      tensor: (i: number) => {
-        // What the runtime's own hook does for an index its object does not have.
-        if (i >= tensors.length) throw new ProtocolError({ message: `no tensor ${i}` })
-        return tensors[i]
-      },
-      ref: (id: string) => id,
-    }
+  it("decodeValue rejects undecodable skeletons, and placeholders malformed or not one per tensor", () => {
+    const hooks = { tensors: [Tensor.ones([1])], ref: (id: string) => id }
     const { skeleton } = encodeValue({ a: [Tensor.ones([1])] })
     expect((decodeValue(skeleton, hooks) as { a: Array<Tensor> }).a[0].numel).toBe(1)
     expect(() => decodeValue(Buffer.from("garbage"), hooks)).toThrow(ProtocolError)
@@ -190,7 +183,17 @@ describe("value skeletons (tensor metadata: WireMetas.test.ts)", () => {
     // Placeholders stand for the tensors in the order they are met, whether or not they are one object.
     const two = v8.serialize({ a: { "\u0000tensorlane:tensor": true }, b: [{ "\u0000tensorlane:tensor": true }] })
     expect(() => decodeValue(two, hooks)).toThrow(ProtocolError)
-    expect(decodeValue(two, { ...hooks, tensor: (i) => [Tensor.ones([1]), Tensor.zeros([2])][i]! })).toMatchObject({ a: { numel: 1 }, b: [{ numel: 2 }] })
+    expect(decodeValue(two, { ...hooks, tensors: [Tensor.ones([1]), Tensor.zeros([2])] })).toMatchObject({ a: { numel: 1 }, b: [{ numel: 2 }] })
+    expect(() => decodeValue(skeleton, { ...hooks, tensors: [Tensor.ones([1]), Tensor.zeros([2])] })).toThrow(/1 tensor placeholders for the 2 tensors/)
+  })
+
+  it("decodeValue refuses a sparse array longer than its skeleton's bytes, which would be made dense (15 bytes for 2^32 - 1 elements)", () => {
+    const sparse: Array<unknown> = []
+    sparse.length = 2 ** 32 - 1
+    const skeleton = v8.serialize({ a: sparse })
+    expect(skeleton.byteLength).toBeLessThan(32)
+    expect(thrown(() => decodeValue(skeleton, { tensors: [], ref: (id) => id }))).toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(/array of 4294967295 elements/) })
+    expect(decodeValue(v8.serialize({ a: [1, , 3] }), { tensors: [], ref: (id) => id })).toEqual({ a: [1, undefined, 3] })
   })
 })
 

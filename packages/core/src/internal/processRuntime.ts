@@ -342,7 +342,7 @@ export class ProcessRuntime {
     const metas = readMetas(info.tensors)
     const packing = info.packed === undefined ? undefined : packingOf(metas, packedIndices(info.packed, metas.length))
     const build = (tensors: ReadonlyArray<Tensor>) =>
-      decodeValue(info.skeleton, { tensor: (i) => tensors[i] ?? missingTensor(i, tensors.length), ref: this.makeRef })
+      decodeValue(info.skeleton, { tensors, ref: this.makeRef })
     if (info.producer === this.processId) {
       const stored = this.store.getPrimary(info.objectId)
       if (stored !== undefined && options.target === undefined) {
@@ -458,7 +458,3 @@ const warnUnanswered =
   (what: string) =>
   (error: Error): void =>
     process.emitWarning(`${what}: ${error.message}`, "TensorlaneWarning")
-
-const missingTensor = (index: number, count: number): never => {
-  throw new ProtocolError({ message: `a value refers to tensor ${index} but its object has ${count}` })
-}

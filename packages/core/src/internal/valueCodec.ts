@@ -7,6 +7,7 @@
  * rebuilding walks the skeleton in the same order, so that the nth placeholder it meets is the nth
  * tensor.
  */
+import { types } from "node:util"
 import * as v8 from "node:v8"
 import { InvalidArgumentError, ProtocolError } from "../Errors.js"
 import { isTensor, type Tensor } from "../Tensor.js"
@@ -80,9 +81,19 @@ const pathOf = (root: string, keys: ReadonlyArray<string | number>): string =>
  * answers for replaced by its answer (`key`: the object is a Set's member or a Map's key, where the
  * answer must be an object of its own). Shared parts stay shared and cycles cyclic; other objects
  * (Dates, typed arrays, errors and the like) are kept as they are: they hold no tensors. `refuse`
- * says why a value cannot be copied (deeper than MAX_VALUE_DEPTH, or not something that travels).
+ * says why a value cannot be copied (deeper than MAX_VALUE_DEPTH, an array longer than
+ * `maxArrayLength`, or not something that travels). Children are walked in the order the copy
+ * lists them, which is the order a walk of the copy meets them in: Maps and Sets as they were when
+ * the walk reached them (a getter walked meanwhile may change them), a Proxy's keys as an ordinary
+ * object orders them.
  */
-const copyStructure = (root: unknown, substitute: (v: object, key: boolean) => unknown, refuse: (why: string, path: () => string) => never, checkLeaves: boolean): unknown => {
+const copyStructure = (
+  root: unknown,
+  substitute: (v: object, key: boolean) => unknown,
+  refuse: (why: string, path: () => string) => never,
+  checkLeaves: boolean,
+  maxArrayLength: number,
+): unknown => {
   const copies = new Map<object, unknown>()
   const keys: Array<string | number> = []
   const walk = (v: unknown, key: boolean): unknown => {
@@ -100,6 +111,7 @@ const copyStructure = (root: unknown, substitute: (v: object, key: boolean) => u
       return copy
     }
     if (Array.isArray(v)) {
+      if (v.length > maxArrayLength) refuse(`holds an array of ${v.length} elements, past ${maxArrayLength}`, () => pathOf("value", keys))
       const out: Array<unknown> = []
       copies.set(v, out)
       for (let i = 0; i < v.length; i++) out.push(item(i, v[i]))
@@ -108,17 +120,17 @@ const copyStructure = (root: unknown, substitute: (v: object, key: boolean) => u
     if (v instanceof Map) {
       const out = new Map<unknown, unknown>()
       copies.set(v, out)
-      for (const [k, child] of v) out.set(item("<key>", k, true), item(typeof k === "string" || typeof k === "number" ? `get(${JSON.stringify(k)})` : "<value>", child))
+      for (const [k, child] of [...v]) out.set(item("<key>", k, true), item(typeof k === "string" || typeof k === "number" ? `get(${JSON.stringify(k)})` : "<value>", child))
       return out
     }
     if (v instanceof Set) {
       const out = new Set<unknown>()
       copies.set(v, out)
-      for (const child of v) out.add(item("<item>", child, true))
+      for (const child of [...v]) out.add(item("<item>", child, true))
       return out
     }
     if (isPlainObject(v)) {
-      const own = Object.keys(v)
+      const own = types.isProxy(v) ? Object.keys(Object.fromEntries(Object.keys(v).map((k) => [k, 0]))) : Object.keys(v)
       // V8 keeps the properties of an object of this many keys in a dictionary however it is built;
       // one without a prototype starts as a dictionary, and fills about six times faster.
       const large = own.length > DICTIONARY_KEYS
@@ -162,6 +174,7 @@ export const encodeValue = (value: unknown, what = "value"): EncodedValue => {
       throw new InvalidArgumentError({ message: `${path().replace(/^value/, what)} cannot travel to another process: it is ${why}`, argument: what })
     },
     true,
+    Infinity,
   )
   try {
     return { skeleton: v8.serialize(copy), tensors, refs }
@@ -171,7 +184,8 @@ export const encodeValue = (value: unknown, what = "value"): EncodedValue => {
 }
 
 export interface DecodeHooks {
-  readonly tensor: (index: number) => Tensor
+  /** The value's tensors, in the order its skeleton's placeholders stand for them: one each. */
+  readonly tensors: ReadonlyArray<Tensor>
   /** What a ref found in the value becomes: a handle, or (for call arguments) the resolved value. */
   readonly ref: (objectId: string) => unknown
 }
@@ -205,22 +219,32 @@ export const decodeValue = (skeleton: Uint8Array, hooks: DecodeHooks): unknown =
   } catch (cause) {
     throw new ProtocolError({ message: `undecodable value skeleton: ${String(cause)}` })
   }
-  let tensors = 0
+  const { tensors } = hooks
+  let met = 0
+  const next = (): Tensor => {
+    const tensor = tensors[met++]
+    if (tensor === undefined) throw new ProtocolError({ message: `a value skeleton holds more tensor placeholders than the ${tensors.length} tensors of its value` })
+    return tensor
+  }
   // The placeholder a skeleton of ours holds, once met: the same object at every tensor.
   let seen: object | undefined
-  return copyStructure(
+  const value = copyStructure(
     root,
     (v) => {
-      if (v === seen) return hooks.tensor(tensors++)
+      if (v === seen) return next()
       const p = placeholder(v)
       if (p === undefined) return KEEP
       if (p.kind === "ref") return hooks.ref(p.id)
       seen = v
-      return hooks.tensor(tensors++)
+      return next()
     },
     (why) => {
       throw new ProtocolError({ message: `a value skeleton ${why}` })
     },
     false,
+    // Our skeletons hold dense arrays, a byte or more an element; a peer's sparse one would be made dense here.
+    skeleton.byteLength,
   )
+  if (met !== tensors.length) throw new ProtocolError({ message: `a value skeleton holds ${met} tensor placeholders for the ${tensors.length} tensors of its value` })
+  return value
 }

@@ -8,6 +8,7 @@
 import { parseDevice } from "../Device.js"
 import { DTypes, isDType } from "../DType.js"
 import { InvalidArgumentError, ProtocolError } from "../Errors.js"
+import { MAX_DIMS } from "./layout.js"
 
 /** What travels about one tensor: enough to allocate and validate the receiving buffer. */
 export interface TensorMeta {
@@ -24,7 +25,6 @@ export interface TensorMetas {
 
 /** A name's place in `names` is one byte. */
 export const MAX_META_NAMES = 256
-const MAX_RANK = 0xffff
 const COUNT_BYTES = 4
 const HEAD_BYTES = 4
 const DIM_BYTES = 8
@@ -44,10 +44,7 @@ export const writeMetas = (tensors: ReadonlyArray<Described>): TensorMetas => {
     return at
   }
   let size = COUNT_BYTES
-  for (const t of tensors) {
-    if (t.shape.length > MAX_RANK) throw new InvalidArgumentError({ message: `a tensor of ${t.shape.length} dimensions cannot travel (at most ${MAX_RANK})`, argument: "tensors" })
-    size += HEAD_BYTES + DIM_BYTES * t.shape.length
-  }
+  for (const t of tensors) size += HEAD_BYTES + DIM_BYTES * t.shape.length
   const bytes = new Uint8Array(size)
   const view = new DataView(bytes.buffer)
   view.setUint32(0, tensors.length, true)
@@ -71,8 +68,9 @@ export const metaCount = (metas: TensorMetas): number =>
 
 /**
  * Reads the list, checking what a hostile or broken peer could use to make us allocate or read out
- * of bounds: known dtypes and devices, whole non-negative dimensions, element and byte counts that
- * can be addressed, no byte short or left over. `into` receives the metas; the total bytes are returned.
+ * of bounds: known dtypes and devices, shapes a Tensor takes (at most MAX_DIMS whole non-negative
+ * dimensions whose non-zero ones multiply to a safe integer, as checkShape), byte counts that can be
+ * addressed, no byte short or left over. `into` receives the metas; the total bytes are returned.
  */
 const parse = (metas: TensorMetas, into: Array<TensorMeta> | undefined): number => {
   const { names, bytes } = metas
@@ -92,18 +90,20 @@ const parse = (metas: TensorMetas, into: Array<TensorMeta> | undefined): number 
     at += HEAD_BYTES
     if (!(dtypes[dtypeAt] ??= isDType(dtype))) throw new ProtocolError({ message: `unknown dtype ${JSON.stringify(dtype)} in tensor metadata` })
     if (!(devices[deviceAt] ??= knownDevice(device))) throw new ProtocolError({ message: `unknown device ${JSON.stringify(device)} in tensor metadata` })
+    if (rank > MAX_DIMS) throw new ProtocolError({ message: `tensor metadata gives tensor ${i} ${rank} dimensions (at most ${MAX_DIMS})` })
     if (at + DIM_BYTES * rank > bytes.byteLength) throw new ProtocolError({ message: `tensor metadata ends inside tensor ${i} of ${count}` })
     const shape: Array<number> = []
-    let numel = 1
+    let nonZero = 1
     for (let j = 0; j < rank; j++) {
       const d = view.getFloat64(at, true)
       at += DIM_BYTES
       if (!Number.isSafeInteger(d) || d < 0) throw new ProtocolError({ message: `invalid dimension ${d} in tensor metadata` })
-      numel *= d
-      if (!Number.isSafeInteger(numel)) throw new ProtocolError({ message: "tensor metadata describes more elements than can be addressed" })
-      shape.push(d)
+      if (d !== 0) nonZero *= d
+      if (!Number.isSafeInteger(nonZero)) throw new ProtocolError({ message: "tensor metadata describes more elements than can be addressed" })
+      // -0 is a whole number too: it becomes 0.
+      shape.push(d === 0 ? 0 : d)
     }
-    const nbytes = numel * DTypes[dtype as keyof typeof DTypes].itemSize
+    const nbytes = (shape.includes(0) ? 0 : nonZero) * DTypes[dtype as keyof typeof DTypes].itemSize
     if (!Number.isSafeInteger(nbytes)) throw new ProtocolError({ message: "tensor metadata describes more elements than can be addressed" })
     total += nbytes
     into?.push({ dtype: dtype!, shape, device: device!, nbytes })

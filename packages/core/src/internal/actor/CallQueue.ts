@@ -163,7 +163,7 @@ export class CallQueue {
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected")
     if (failed !== undefined) throw failed.reason
     const args = decodeValue(call.args, {
-      tensor: (i) => byValue[i] ?? missing(`argument tensor ${i}`),
+      tensors: byValue,
       ref: (id) => (resolved.has(id) ? resolved.get(id) : missing(`argument object ${id}`)),
     })
     if (!Array.isArray(args)) throw new ProtocolError({ message: "call arguments are not a list" })
