@@ -89,6 +89,9 @@ describe("bad inputs get typed errors that say what was wrong", () => {
       [new Map([["k", { f: () => 1 }]]), 'get("k").f'],
       [new Point(1), "an instance of Point"],
       [new SharedArrayBuffer(8), "SharedArrayBuffer"],
+      [{ a: { "\u0000tensorlane:tensor": true } }, "value.a cannot travel to another process: it is an object holding a key that tensorlane keeps"],
+      [[{ "\u0000tensorlane:ref": "x" }], "value[0] cannot travel"],
+      [{ e: new Error("e", { cause: () => 1 }) }, "an object V8 copies as it is (an Error, a Date, a typed array) holds what V8 cannot copy"],
     ]
     for (const [value, says] of cases) {
       const message = says.replace(/^value/, "the put value")

@@ -130,6 +130,8 @@ const copyStructure = (
       return out
     }
     if (isPlainObject(v)) {
+      // Such an object would be read back as a placeholder: a tensor or a ref in its place.
+      if (checkLeaves && (Object.hasOwn(v, TENSOR_KEY) || Object.hasOwn(v, REF_KEY))) refuse("an object holding a key that tensorlane keeps for its own placeholders", () => pathOf("value", keys))
       const own = types.isProxy(v) ? Object.keys(Object.fromEntries(Object.keys(v).map((k) => [k, 0]))) : Object.keys(v)
       // V8 keeps the properties of an object of this many keys in a dictionary however it is built;
       // one without a prototype starts as a dictionary, and fills about six times faster.
@@ -179,7 +181,10 @@ export const encodeValue = (value: unknown, what = "value"): EncodedValue => {
   try {
     return { skeleton: v8.serialize(copy), tensors, refs }
   } catch (cause) {
-    throw new InvalidArgumentError({ message: `${what} cannot travel to another process: ${cause instanceof Error ? cause.message : String(cause)}`, argument: what })
+    const said = cause instanceof Error ? cause.message : String(cause)
+    // The walk above refuses what V8 cannot copy, but inside the objects it leaves to V8.
+    const where = said.endsWith("could not be cloned.") ? "an object V8 copies as it is (an Error, a Date, a typed array) holds what V8 cannot copy: " : ""
+    throw new InvalidArgumentError({ message: `${what} cannot travel to another process: ${where}${said}`, argument: what })
   }
 }
 
