@@ -3,6 +3,7 @@
  * that the thread only waits (actors collect garbage then), after the transport started and before
  * the bytes are in. A process freeing what it produced: its agent hears only of what it registered.
  */
+import * as v8 from "node:v8"
 import { expect, it } from "vitest"
 import { Fetches } from "../src/internal/fetches.js"
 import type { AgentClient } from "../src/internal/agentClient.js"
@@ -98,4 +99,17 @@ it("packs a value's small tensors but those its transport holds registered, aski
   // The block (a at 0, b at the next multiple of 64 bytes), then the pinned tensor as it is.
   expect(pinning.registeredWith).toEqual([(1 << 16) + 12, 1 << 16])
   await runtime.free(["producer.1"])
+})
+
+it("refuses a value whose skeleton holds a ref its object does not list among its refs, and makes the listed ones", async () => {
+  const made: Array<string> = []
+  const runtime = new ProcessRuntime("consumer", { id: "test", closed: false }, {} as AgentClient, new TensorStore(), new Map([[objectStoreName, objectStoreTransport(() => Promise.reject(new Error("no fetch here")))]]), (id) => {
+    made.push(id)
+    return id as never
+  }, new Fetches(undefined))
+  const skeleton = v8.serialize({ r: { "\u0000tensorlane:ref": "producer.7" } })
+  const info = { objectId: "producer.1", producer: "producer", producerAddress: "", transport: objectStoreName, skeleton, tensors: writeMetas([]) }
+  await expect(runtime.resolve({ ...info, refs: [] }, { timeoutMs: 1000 })).rejects.toMatchObject({ _tag: "ProtocolError", message: expect.stringContaining("does not list") })
+  expect(made).toEqual([])
+  expect((await runtime.resolve({ ...info, refs: ["producer.7"] }, { timeoutMs: 1000 })).value).toEqual({ r: "producer.7" })
 })

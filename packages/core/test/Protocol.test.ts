@@ -194,6 +194,17 @@ describe("value skeletons (tensor metadata: WireMetas.test.ts)", () => {
     expect(skeleton.byteLength).toBeLessThan(32)
     expect(thrown(() => decodeValue(skeleton, { tensors: [], ref: (id) => id }))).toMatchObject({ _tag: "ProtocolError", message: expect.stringMatching(/array of 4294967295 elements/) })
     expect(decodeValue(v8.serialize({ a: [1, , 3] }), { tensors: [], ref: (id) => id })).toEqual({ a: [1, undefined, 3] })
+    // Many of them, each shorter than the skeleton: their elements together may not pass its bytes either.
+    const many = v8.serialize(Array.from({ length: 400 }, () => new Array(3000)))
+    expect(many.byteLength).toBeLessThan(4000)
+    expect(thrown(() => decodeValue(many, { tensors: [], ref: (id) => id }))).toMatchObject({ _tag: "ProtocolError" })
+  })
+
+  it("decodeValue looks at a shared object once: a value that refers to one object of 20,000 keys from 20,000 places decodes at once", () => {
+    const shared = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`w${i}`, i]))
+    const { skeleton } = encodeValue(Array.from({ length: 20_000 }, () => shared))
+    const back = decodeValue(skeleton, { tensors: [], ref: (id) => id }) as Array<unknown>
+    expect(back[19_999]).toBe(back[0])
   })
 })
 

@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest"
 import { decodeValue, encodeValue } from "../src/internal/valueCodec.js"
 import { Tensor } from "../src/Tensor.js"
+import { thrown } from "./helpers/errors.ts"
 import { exposedGc as gc } from "./helpers/gc.ts"
 
 const nextJob = () => new Promise((resolve) => setImmediate(resolve))
@@ -74,6 +75,31 @@ describe("value codec", () => {
     const fromMap = roundTripSame({ map, c }) as { map: Map<unknown, unknown>; c: Tensor }
     expect([...fromMap.map.values()][0]).toBe(a)
     expect(fromMap.c).toBe(c)
+  })
+
+  it("walks a Map or a Set by its brand: one without a prototype keeps its members", () => {
+    const [a, b] = [Tensor.zeros([1]), Tensor.zeros([2])]
+    const map = new Map<unknown, unknown>([["a", a]])
+    const set = new Set<unknown>([b])
+    Object.setPrototypeOf(map, null)
+    Object.setPrototypeOf(set, null)
+    const back = roundTripSame({ map, set }) as { map: Map<unknown, unknown>; set: Set<unknown> }
+    expect(back.map.get("a")).toBe(a)
+    expect([...back.set]).toEqual([b])
+  })
+
+  it("refuses what would come back as something else: a Date by inheritance only, a key kept for placeholders behind a Proxy, arrays past what a value holds", () => {
+    const refKey = "\u0000tensorlane:ref"
+    const lying = new Proxy({}, { ownKeys: () => [refKey], getOwnPropertyDescriptor: () => ({ value: "victim", enumerable: true, configurable: true }), get: () => "victim" })
+    const sparse: Array<unknown> = []
+    sparse[2 ** 32 - 2] = 1
+    for (const [value, says] of [
+      [{ d: Object.setPrototypeOf({ inner: { [refKey]: "victim" } }, Date.prototype) }, "value.d cannot travel to another process: it is an instance of Date"],
+      [{ p: lying }, "value.p cannot travel to another process: it is an object holding a key that tensorlane keeps"],
+      [{ s: sparse }, "value.s cannot travel to another process: it is an array of 4294967295 elements"],
+    ] as const) {
+      expect(thrown(() => encodeValue(value))).toMatchObject({ _tag: "InvalidArgumentError", message: expect.stringContaining(says) })
+    }
   })
 
   it("keeps shared parts shared and cycles cyclic, and a key named __proto__ a key", () => {

@@ -342,7 +342,7 @@ export class ProcessRuntime {
     const metas = readMetas(info.tensors)
     const packing = info.packed === undefined ? undefined : packingOf(metas, packedIndices(info.packed, metas.length))
     const build = (tensors: ReadonlyArray<Tensor>) =>
-      decodeValue(info.skeleton, { tensors, ref: this.makeRef })
+      decodeValue(info.skeleton, { tensors, ref: (id) => (info.refs.includes(id) ? this.makeRef(id) : unlistedRef(id, info.objectId)) })
     if (info.producer === this.processId) {
       const stored = this.store.getPrimary(info.objectId)
       if (stored !== undefined && options.target === undefined) {
@@ -451,6 +451,11 @@ export const checkDescribed = (info: ObjectInfo): ObjectInfo => {
   const bytes = v8.serialize({ ...info, skeleton: EMPTY }).byteLength + info.skeleton.byteLength
   if (bytes > MAX_VALUE_BYTES) throw tooLarge(`the value of ${info.objectId} (all but its tensors)`, bytes, MAX_VALUE_BYTES)
   return info
+}
+
+/** A ref in a value's skeleton that its object does not list among its refs (whose lifetimes its owner tracks). */
+const unlistedRef = (id: string, objectId: string): never => {
+  throw new ProtocolError({ message: `the value of ${objectId} holds a ref to ${id}, which it does not list among its refs` })
 }
 
 /** For agent commands nobody waits for: their failure is reported, never lost. */

@@ -10,6 +10,7 @@
 import { types } from "node:util"
 import * as v8 from "node:v8"
 import { InvalidArgumentError, ProtocolError } from "../Errors.js"
+import { MAX_VALUE_BYTES } from "./frame.js"
 import { isTensor, type Tensor } from "../Tensor.js"
 import { isObjectRef, type ObjectRef } from "../ObjectRef.js"
 
@@ -48,17 +49,21 @@ const KEEP: unique symbol = Symbol("keep")
 /** How deep arrays, Maps, Sets and plain objects may nest in a value (V8's serializer runs out of stack far deeper). */
 export const MAX_VALUE_DEPTH = 1000
 
-/** Objects that travel as they are (V8's serializer keeps them): they hold no tensors. */
+/**
+ * Objects that travel as they are (V8's serializer keeps them): they hold no tensors. Told by their
+ * brand, as V8 tells them: an object that merely inherits from Date.prototype is no Date to V8, which
+ * writes it as a plain object that the decoder would walk.
+ */
 const travelsAsIs = (v: object): boolean =>
-  v instanceof Date ||
-  v instanceof RegExp ||
-  v instanceof Error ||
-  v instanceof ArrayBuffer ||
+  types.isDate(v) ||
+  types.isRegExp(v) ||
+  types.isNativeError(v) ||
+  types.isArrayBuffer(v) ||
   ArrayBuffer.isView(v) ||
-  v instanceof Boolean ||
-  v instanceof Number ||
-  v instanceof String ||
-  v instanceof BigInt
+  types.isBooleanObject(v) ||
+  types.isNumberObject(v) ||
+  types.isStringObject(v) ||
+  types.isBigIntObject(v)
 
 /** What a value that cannot travel is, for the error that refuses it. */
 const untravelable = (v: unknown): string | undefined => {
@@ -81,8 +86,8 @@ const pathOf = (root: string, keys: ReadonlyArray<string | number>): string =>
  * answers for replaced by its answer (`key`: the object is a Set's member or a Map's key, where the
  * answer must be an object of its own). Shared parts stay shared and cycles cyclic; other objects
  * (Dates, typed arrays, errors and the like) are kept as they are: they hold no tensors. `refuse`
- * says why a value cannot be copied (deeper than MAX_VALUE_DEPTH, an array longer than
- * `maxArrayLength`, or not something that travels). Children are walked in the order the copy
+ * says why a value cannot be copied (deeper than MAX_VALUE_DEPTH, arrays of more than
+ * `maxArrayElements` elements together, or not something that travels). Children are walked in the order the copy
  * lists them, which is the order a walk of the copy meets them in: Maps and Sets as they were when
  * the walk reached them (a getter walked meanwhile may change them), a Proxy's keys as an ordinary
  * object orders them.
@@ -92,16 +97,18 @@ const copyStructure = (
   substitute: (v: object, key: boolean) => unknown,
   refuse: (why: string, path: () => string) => never,
   checkLeaves: boolean,
-  maxArrayLength: number,
+  maxArrayElements: number,
 ): unknown => {
   const copies = new Map<object, unknown>()
+  let elementsLeft = maxArrayElements
   const keys: Array<string | number> = []
   const walk = (v: unknown, key: boolean): unknown => {
     if (checkLeaves && (typeof v === "function" || typeof v === "symbol")) refuse(untravelable(v)!, () => pathOf("value", keys))
     if (v === null || typeof v !== "object") return v
+    // Tensors and refs are never among the copies: a shared object is looked at once.
+    if (copies.has(v)) return copies.get(v)
     const replaced = substitute(v, key)
     if (replaced !== KEEP) return replaced
-    if (copies.has(v)) return copies.get(v)
     if (keys.length >= MAX_VALUE_DEPTH) refuse(`nested deeper than ${MAX_VALUE_DEPTH} levels`, () => pathOf("value", keys.slice(0, 5)) + "...")
     const item = (name: string | number, child: unknown, key = false): unknown => {
       if (child === null || (typeof child !== "object" && typeof child !== "function" && typeof child !== "symbol")) return child
@@ -111,28 +118,29 @@ const copyStructure = (
       return copy
     }
     if (Array.isArray(v)) {
-      if (v.length > maxArrayLength) refuse(`holds an array of ${v.length} elements, past ${maxArrayLength}`, () => pathOf("value", keys))
+      if (!(v.length <= elementsLeft)) refuse(`an array of ${v.length} elements, past the ${maxArrayElements} that a value's arrays may hold together`, () => pathOf("value", keys))
+      elementsLeft -= v.length
       const out: Array<unknown> = []
       copies.set(v, out)
       for (let i = 0; i < v.length; i++) out.push(item(i, v[i]))
       return out
     }
-    if (v instanceof Map) {
+    if (types.isMap(v)) {
       const out = new Map<unknown, unknown>()
       copies.set(v, out)
-      for (const [k, child] of [...v]) out.set(item("<key>", k, true), item(typeof k === "string" || typeof k === "number" ? `get(${JSON.stringify(k)})` : "<value>", child))
+      for (const [k, child] of Array.from(Map.prototype.entries.call(v))) out.set(item("<key>", k, true), item(typeof k === "string" || typeof k === "number" ? `get(${JSON.stringify(k)})` : "<value>", child))
       return out
     }
-    if (v instanceof Set) {
+    if (types.isSet(v)) {
       const out = new Set<unknown>()
       copies.set(v, out)
-      for (const child of [...v]) out.add(item("<item>", child, true))
+      for (const child of Array.from(Set.prototype.values.call(v))) out.add(item("<item>", child, true))
       return out
     }
     if (isPlainObject(v)) {
-      // Such an object would be read back as a placeholder: a tensor or a ref in its place.
-      if (checkLeaves && (Object.hasOwn(v, TENSOR_KEY) || Object.hasOwn(v, REF_KEY))) refuse("an object holding a key that tensorlane keeps for its own placeholders", () => pathOf("value", keys))
       const own = types.isProxy(v) ? Object.keys(Object.fromEntries(Object.keys(v).map((k) => [k, 0]))) : Object.keys(v)
+      // Such an object would be read back as a placeholder: a tensor or a ref in its place.
+      if (checkLeaves && (own.includes(TENSOR_KEY) || own.includes(REF_KEY))) refuse("an object holding a key that tensorlane keeps for its own placeholders", () => pathOf("value", keys))
       // V8 keeps the properties of an object of this many keys in a dictionary however it is built;
       // one without a prototype starts as a dictionary, and fills about six times faster.
       const large = own.length > DICTIONARY_KEYS
@@ -176,7 +184,8 @@ export const encodeValue = (value: unknown, what = "value"): EncodedValue => {
       throw new InvalidArgumentError({ message: `${path().replace(/^value/, what)} cannot travel to another process: it is ${why}`, argument: what })
     },
     true,
-    Infinity,
+    // Each element takes a byte or more of the skeleton.
+    MAX_VALUE_BYTES,
   )
   try {
     return { skeleton: v8.serialize(copy), tensors, refs }
@@ -244,10 +253,10 @@ export const decodeValue = (skeleton: Uint8Array, hooks: DecodeHooks): unknown =
       return next()
     },
     (why) => {
-      throw new ProtocolError({ message: `a value skeleton ${why}` })
+      throw new ProtocolError({ message: `a value skeleton is refused: ${why}` })
     },
     false,
-    // Our skeletons hold dense arrays, a byte or more an element; a peer's sparse one would be made dense here.
+    // Our skeletons hold dense arrays, a byte or more an element; a peer's sparse ones would be made dense here.
     skeleton.byteLength,
   )
   if (met !== tensors.length) throw new ProtocolError({ message: `a value skeleton holds ${met} tensor placeholders for the ${tensors.length} tensors of its value` })

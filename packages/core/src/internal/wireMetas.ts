@@ -44,7 +44,11 @@ export const writeMetas = (tensors: ReadonlyArray<Described>): TensorMetas => {
     return at
   }
   let size = COUNT_BYTES
-  for (const t of tensors) size += HEAD_BYTES + DIM_BYTES * t.shape.length
+  for (const t of tensors) {
+    // A Tensor has at most MAX_DIMS; a u16 rank would wrap far past it.
+    if (t.shape.length > MAX_DIMS) throw new InvalidArgumentError({ message: `a tensor of ${t.shape.length} dimensions cannot travel (at most ${MAX_DIMS})`, argument: "tensors" })
+    size += HEAD_BYTES + DIM_BYTES * t.shape.length
+  }
   const bytes = new Uint8Array(size)
   const view = new DataView(bytes.buffer)
   view.setUint32(0, tensors.length, true)
@@ -104,7 +108,7 @@ const parse = (metas: TensorMetas, into: Array<TensorMeta> | undefined): number 
       shape.push(d === 0 ? 0 : d)
     }
     const nbytes = (shape.includes(0) ? 0 : nonZero) * DTypes[dtype as keyof typeof DTypes].itemSize
-    if (!Number.isSafeInteger(nbytes)) throw new ProtocolError({ message: "tensor metadata describes more elements than can be addressed" })
+    if (!Number.isSafeInteger(nbytes)) throw new ProtocolError({ message: "tensor metadata describes more bytes than can be addressed" })
     total += nbytes
     into?.push({ dtype: dtype!, shape, device: device!, nbytes })
   }
