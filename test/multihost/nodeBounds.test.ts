@@ -9,7 +9,8 @@ import * as path from "node:path"
 import * as tls from "node:tls"
 import { ActorDiedError, ActorLimitError, type Cluster, start, tlsOptionsFor } from "@tensorlane/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { encodeFrame } from "../../packages/core/src/internal/frame.ts"
+import { FrameReader, encodeFrame } from "../../packages/core/src/internal/frame.ts"
+import { PROTOCOL_VERSION } from "../../packages/core/src/internal/messages.ts"
 import { HostWorker } from "../fixtures/hostActors.ts"
 import { rejection } from "../helpers.ts"
 import { type Harness, harnessUnavailable, startHosts } from "./harness.ts"
@@ -87,7 +88,7 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
   it("a first message trickled in a byte a second is cut at its 10 s deadline", async () => {
     const socket = await connect()
     const closed = closesAfter(socket)
-    const frame = Buffer.concat(encodeFrame({ _tag: "Spawn", clusterId: "x".repeat(64), actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} }))
+    const frame = Buffer.concat(encodeFrame({ _tag: "Spawn", protocol: PROTOCOL_VERSION, clusterId: "x".repeat(64), actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} }))
     let sent = 0
     const trickle = setInterval(() => socket.write(frame.subarray(sent, ++sent)), 1_000)
     const ms = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(() => resolve(Number.POSITIVE_INFINITY), 20_000))])
@@ -139,12 +140,38 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
     await cluster.kill(worker!)
   }, 60_000)
 
+  it("refuses the spawn of a driver of another protocol, or of a release before protocol versions, saying what to install", async () => {
+    for (const [protocol, says] of [
+      [PROTOCOL_VERSION - 1, `protocol ${PROTOCOL_VERSION - 1}`],
+      [undefined, "a protocol from before protocol versions"],
+    ] as const) {
+      const socket = await connect()
+      socket.on("error", () => undefined)
+      const reply = new Promise<unknown>((resolve) => {
+        const reader = new FrameReader((frame) => resolve(frame.header))
+        socket.on("data", (chunk: Buffer) => reader.push(chunk))
+      })
+      const spawn = { _tag: "Spawn", ...(protocol === undefined ? {} : { protocol }), clusterId: "any", actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} }
+      socket.write(Buffer.concat(encodeFrame(spawn)))
+      const { error } = (await reply) as { _tag: string; error: { tag: string; message: string } }
+      expect(error.tag).toBe("ProtocolError")
+      expect(error.message).toContain(`the node of host h1 speaks tensorlane's protocol ${PROTOCOL_VERSION} and`)
+      expect(error.message).toContain(`${says}: a was not started`)
+      expect(error.message).toContain("install the same one on host h1 (then restart its node) and on the driver's machine")
+      socket.destroy()
+    }
+    // The node goes on spawning for a driver of its own protocol.
+    const [actor] = await cluster.spawn(HostWorker, { host: "h1" })
+    expect((await cluster.get(actor!.where())).pid).toBeGreaterThan(0)
+    await cluster.kill(actor!)
+  })
+
   // Last: the node stops.
   it("a node stopped with SIGTERM exits at once although a driver keeps a connection open that the node has ended", async () => {
     const socket = await connect()
     const answered = new Promise((resolve) => socket.once("data", resolve))
     // A spawn of a cluster that no node admitted: the node answers it and ends its side.
-    socket.write(Buffer.concat(encodeFrame({ _tag: "Spawn", clusterId: "unadmitted", actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} })))
+    socket.write(Buffer.concat(encodeFrame({ _tag: "Spawn", protocol: PROTOCOL_VERSION, clusterId: "unadmitted", actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} })))
     await answered
     socket.on("error", () => undefined)
     const from = Date.now()

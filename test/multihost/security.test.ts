@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { CertificateError, start } from "@tensorlane/core"
 import { beforeAll, describe, expect, it } from "vitest"
+import { PROTOCOL_VERSION } from "../../packages/core/src/internal/messages.ts"
 import { HostWorker } from "../fixtures/hostActors.ts"
 import { harnessUnavailable } from "./harness.ts"
 import { HOST_TRANSPORTS, useHosts } from "./nodes.ts"
@@ -52,7 +53,7 @@ describe.skipIf(unavailable !== undefined)("the security of a cluster across hos
    * A spawn of a cluster id no node admitted: a node answers the driver with the spawn's failure
    * (InitFailed), and starts nothing.
    */
-  const unadmitted = { _tag: "Spawn", clusterId: "probe", actorId: "probe", moduleUrl: "file:///nonexistent.js", execArgv: [], env: {} }
+  const unadmitted = { _tag: "Spawn", protocol: PROTOCOL_VERSION, clusterId: "probe", actorId: "probe", moduleUrl: "file:///nonexistent.js", execArgv: [], env: {} }
 
   /** Ports that processes of host h1 listen on besides its node's and its runner's: its actors' agents and data planes. */
   const actorPorts = async (): Promise<Array<number>> => {

@@ -19,7 +19,7 @@ import type * as tls from "node:tls"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { Runners } from "effect/cluster"
 import { type ClusterConfig, type ClusterHost, type ClusterTls, loadClusterConfig, tlsOptionsFor } from "./ClusterConfig.js"
-import { ActorDiedError, ActorLimitError, InvalidArgumentError, NodeStartError } from "./Errors.js"
+import { ActorDiedError, ActorLimitError, InvalidArgumentError, NodeStartError, ProtocolError } from "./Errors.js"
 import { CLI_COMMAND } from "./NativeAddon.js"
 import { type LaunchedActor, launchActor } from "./internal/actorLaunch.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, liveHosts, runnerAddressOf, runnerLayer } from "./internal/engine.js"
@@ -31,6 +31,7 @@ import {
   type HostInfo,
   type LeaseRenewal,
   MAX_NODE_REQUEST_BYTES,
+  PROTOCOL_VERSION,
   type ToNode,
   decodeToNode,
 } from "./internal/messages.js"
@@ -365,6 +366,16 @@ export class TensorlaneNode {
     const refuse = (error: unknown) => {
       writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
       finish(socket)
+    }
+    // First: a driver of another release may also be admitted under another form of the messages.
+    if (request.protocol !== PROTOCOL_VERSION) {
+      const spoken = request.protocol === undefined ? "a protocol from before protocol versions" : `protocol ${request.protocol}`
+      refuse(
+        new ProtocolError({
+          message: `the node of host ${this.host.name} speaks tensorlane's protocol ${PROTOCOL_VERSION} and ${driver} ${spoken}: ${request.actorId} was not started. A cluster's hosts and drivers run one release of @tensorlane/core: install the same one on host ${this.host.name} (then restart its node) and on the driver's machine`,
+        }),
+      )
+      return
     }
     if (admitted === undefined || admitted.driver !== driver) {
       refuse(new InvalidArgumentError({ message: `${driver} is not admitted by node ${this.host.name} for cluster ${request.clusterId}`, argument: "clusterId" }))

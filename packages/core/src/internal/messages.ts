@@ -239,6 +239,13 @@ export const MAX_NODE_REQUEST_BYTES = 256 * 1024
 export const DRIVER_LEASE_MS = 6_000
 export const LEASE_RENEW_MS = 1_000
 
+/**
+ * The form of the messages between a cluster's processes. A host's actors run its node's tensorlane
+ * and speak with the driver's: a node refuses the spawns of a driver whose protocol is another.
+ * Raised with any change to a message's form (2: tensor metadata as bytes, wireMetas.ts).
+ */
+export const PROTOCOL_VERSION = 2
+
 // Driver -> a host's node: each actor has a connection of its own, whose first message is its Spawn
 // and which then carries its control connection's bytes (ToActor / FromActor) through the node. A
 // Renew has a connection of its own too, answered by one LeaseRenewal. The rest (admitting a
@@ -247,6 +254,8 @@ export const LEASE_RENEW_MS = 1_000
 // an outage ends no lease.
 export const ToNode = Schema.Union([
   Schema.TaggedStruct("Spawn", {
+    /** The driver's PROTOCOL_VERSION; absent from the spawns of releases before it. */
+    protocol: Schema.optional(Schema.Number),
     clusterId: Schema.String,
     actorId: Id,
     moduleUrl: Schema.String,

@@ -14,7 +14,7 @@ import { describe } from "../arguments.js"
 import { openSocket } from "../connection.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, SHARD_LOCK_EXPIRATION_MS, clientLayer, liveHosts } from "../engine.js"
 import { writeFrame } from "../frame.js"
-import type { HostInfo, ToNode } from "../messages.js"
+import { type HostInfo, PROTOCOL_VERSION, type ToNode } from "../messages.js"
 import type { ActorProcess, ProcessLauncher, SpawnOptions } from "./ActorProcesses.js"
 import { type LeaseCommand, type LeaseEvent, type LeaseWorkerData, nodeAddress } from "./Leases.js"
 
@@ -198,6 +198,7 @@ export class Hosts {
     socket.setNoDelay(true)
     writeFrame(socket, {
       _tag: "Spawn",
+      protocol: PROTOCOL_VERSION,
       clusterId: this.clusterId,
       actorId: id,
       moduleUrl: definition.moduleUrl,
