@@ -140,24 +140,28 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
     await cluster.kill(worker!)
   }, 60_000)
 
-  it("refuses the spawn of a driver of another protocol, or of a release before protocol versions, saying what to install", async () => {
-    for (const [protocol, says] of [
-      [PROTOCOL_VERSION - 1, `protocol ${PROTOCOL_VERSION - 1}`],
-      [undefined, "a protocol from before protocol versions"],
+  it("refuses the spawn of a driver of another protocol, or of a release before protocol versions, whatever the rest of its form, saying what to install", async () => {
+    const base = { _tag: "Spawn", clusterId: "any", actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} }
+    for (const [spawn, says] of [
+      [{ ...base, protocol: PROTOCOL_VERSION - 1 }, `protocol ${PROTOCOL_VERSION - 1}`],
+      [base, "a protocol from before protocol versions"],
+      // A later release's Spawn, of a form this node's schema refuses.
+      [{ ...base, protocol: PROTOCOL_VERSION + 1, clusterId: 5, placement: { numa: 0 } }, `protocol ${PROTOCOL_VERSION + 1}`],
     ] as const) {
       const socket = await connect()
       socket.on("error", () => undefined)
       const reply = new Promise<unknown>((resolve) => {
         const reader = new FrameReader((frame) => resolve(frame.header))
         socket.on("data", (chunk: Buffer) => reader.push(chunk))
+        socket.once("close", () => resolve("closed without an answer"))
       })
-      const spawn = { _tag: "Spawn", ...(protocol === undefined ? {} : { protocol }), clusterId: "any", actorId: "a", moduleUrl: "file:///a.js", execArgv: [], env: {} }
       socket.write(Buffer.concat(encodeFrame(spawn)))
-      const { error } = (await reply) as { _tag: string; error: { tag: string; message: string } }
-      expect(error.tag).toBe("ProtocolError")
-      expect(error.message).toContain(`the node of host h1 speaks tensorlane's protocol ${PROTOCOL_VERSION} and`)
-      expect(error.message).toContain(`${says}: a was not started`)
-      expect(error.message).toContain("install the same one on host h1 (then restart its node) and on the driver's machine")
+      const answer = (await reply) as { _tag: string; error: { tag: string; message: string } }
+      expect(answer._tag).toBe("InitFailed")
+      expect(answer.error.tag).toBe("ProtocolError")
+      expect(answer.error.message).toContain(`the node of host h1 speaks tensorlane's protocol ${PROTOCOL_VERSION}, driver `)
+      expect(answer.error.message).toContain(` speaks ${says}: a was not started`)
+      expect(answer.error.message).toContain("install the same one on host h1 (then restart its node) and on the driver's machine")
       socket.destroy()
     }
     // The node goes on spawning for a driver of its own protocol.

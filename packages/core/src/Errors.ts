@@ -98,7 +98,10 @@ export class TransferError extends Schema.TaggedError<TransferError>()("Transfer
   transport: Schema.String,
 }) {}
 
-/** A frame or metadata blob from a peer that does not decode, or names objects that do not exist. */
+/**
+ * A frame or metadata blob from a peer that does not decode, or names objects that do not exist; or
+ * a host's node and a driver of releases whose messages differ (a spawn there is refused).
+ */
 export class ProtocolError extends Schema.TaggedError<ProtocolError>()("ProtocolError", {
   message: Schema.String,
 }) {}

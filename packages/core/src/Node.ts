@@ -80,6 +80,28 @@ interface AdmittedDriver {
  * would stay open, keeping the server from closing. A peer that keeps its side open past
  * FINISH_GRACE_MS has the connection destroyed.
  */
+/** A spawn refused: the driver hears it as its actor's InitFailed. */
+const refuseSpawn = (socket: tls.TLSSocket, error: unknown): void => {
+  writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
+  finish(socket)
+}
+
+/**
+ * Why a driver's first message is refused for its protocol, or undefined: a Spawn (its `_tag` and
+ * `protocol` keep their form in every release) of a driver whose PROTOCOL_VERSION is another, or
+ * from before protocol versions (none).
+ */
+const otherProtocol = (header: unknown, host: string, driver: string): ProtocolError | undefined => {
+  if (typeof header !== "object" || header === null) return undefined
+  const { _tag, protocol, actorId } = header as { _tag?: unknown; protocol?: unknown; actorId?: unknown }
+  if (_tag !== "Spawn" || protocol === PROTOCOL_VERSION) return undefined
+  const spoken = protocol === undefined ? "a protocol from before protocol versions" : `protocol ${String(protocol).slice(0, 32)}`
+  const actor = typeof actorId === "string" && actorId.length <= 256 ? actorId : "its actor"
+  return new ProtocolError({
+    message: `the node of host ${host} speaks tensorlane's protocol ${PROTOCOL_VERSION}, driver ${driver} speaks ${spoken}: ${actor} was not started. A cluster's hosts and drivers run one release of @tensorlane/core: install the same one on host ${host} (then restart its node) and on the driver's machine`,
+  })
+}
+
 const finish = (socket: tls.TLSSocket): void => {
   socket.end()
   socket.resume()
@@ -298,6 +320,12 @@ export class TensorlaneNode {
       (frame) => {
         clearTimeout(deadline)
         socket.off("data", onData)
+        // Before the message's form is checked: a driver of another release may send another form.
+        const refused = otherProtocol(frame.header, this.host.name, peer)
+        if (refused !== undefined) {
+          refuseSpawn(socket, refused)
+          return
+        }
         let request: ToNode
         try {
           request = decodeToNode(frame.header)
@@ -324,14 +352,14 @@ export class TensorlaneNode {
   }
 
   /** Admits the spawns of `driver` for the cluster `clusterId` (one driver per cluster id), and starts or renews its lease. */
-  admit(clusterId: string, driver: string): HostInfo {
+  admit(clusterId: string, driver: string): HostInfo & { readonly protocol: number } {
     const admitted = this.drivers.get(clusterId)
     if (this.closed || (admitted !== undefined && admitted.driver !== driver)) {
       throw new InvalidArgumentError({ message: `node ${this.host.name} does not admit ${driver} for cluster ${clusterId}`, argument: "clusterId" })
     }
     if (admitted === undefined) this.drivers.set(clusterId, { driver, actors: new Map(), renewedAt: performance.now() })
     else admitted.renewedAt = performance.now()
-    return this.info()
+    return { ...this.info(), protocol: PROTOCOL_VERSION }
   }
 
   /** Renews the lease of `driver` for `clusterId`, and tells it whether it still held one here. */
@@ -363,20 +391,7 @@ export class TensorlaneNode {
    */
   private spawn(socket: tls.TLSSocket, driver: string, request: Extract<ToNode, { _tag: "Spawn" }>, unread: Buffer): void {
     const admitted = this.drivers.get(request.clusterId)
-    const refuse = (error: unknown) => {
-      writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
-      finish(socket)
-    }
-    // First: a driver of another release may also be admitted under another form of the messages.
-    if (request.protocol !== PROTOCOL_VERSION) {
-      const spoken = request.protocol === undefined ? "a protocol from before protocol versions" : `protocol ${request.protocol}`
-      refuse(
-        new ProtocolError({
-          message: `the node of host ${this.host.name} speaks tensorlane's protocol ${PROTOCOL_VERSION} and ${driver} ${spoken}: ${request.actorId} was not started. A cluster's hosts and drivers run one release of @tensorlane/core: install the same one on host ${this.host.name} (then restart its node) and on the driver's machine`,
-        }),
-      )
-      return
-    }
+    const refuse = (error: unknown) => refuseSpawn(socket, error)
     if (admitted === undefined || admitted.driver !== driver) {
       refuse(new InvalidArgumentError({ message: `${driver} is not admitted by node ${this.host.name} for cluster ${request.clusterId}`, argument: "clusterId" }))
       return

@@ -55,7 +55,12 @@ export const hostAt = (config: ClusterConfig, address: RunnerAddress.RunnerAddre
  */
 export const NodeEntity = Entity.make("TensorlaneNode", [
   Rpc.make("Describe", { success: HostInfo }),
-  Rpc.make("Admit", { payload: { clusterId: Schema.String, driver: Schema.String }, success: HostInfo, error: InvalidArgumentError }),
+  // The node's PROTOCOL_VERSION beside its host: absent from the nodes of releases before it.
+  Rpc.make("Admit", {
+    payload: { clusterId: Schema.String, driver: Schema.String },
+    success: Schema.Struct({ ...HostInfo.fields, protocol: Schema.optional(Schema.Number) }),
+    error: InvalidArgumentError,
+  }),
   Rpc.make("Kill", { payload: { clusterId: Schema.String } }),
 ]).annotate(ClusterSchema.ShardGroup, (entityId) => entityId)
 

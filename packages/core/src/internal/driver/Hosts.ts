@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import { Effect, type Layer, ManagedRuntime } from "effect"
 import type { ClusterConfig, ClusterHost, ClusterTls } from "../../ClusterConfig.js"
-import { InvalidArgumentError, TimeoutError } from "../../Errors.js"
+import { InvalidArgumentError, ProtocolError, TimeoutError } from "../../Errors.js"
 import { describe } from "../arguments.js"
 import { openSocket } from "../connection.js"
 import { ENGINE_CALL_TIMEOUT_MS, NodeEntity, SHARD_LOCK_EXPIRATION_MS, clientLayer, liveHosts } from "../engine.js"
@@ -26,6 +26,12 @@ const PLACEMENT_TIMEOUT_MS = 5_000
 
 /** How often the driver reads the storage's runners. */
 const MEMBERSHIP_POLL_MS = 500
+
+/** A node whose PROTOCOL_VERSION is not this driver's (none: from before protocol versions), seen at its admission. */
+const otherProtocol = (host: string, protocol: number | undefined): ProtocolError =>
+  new ProtocolError({
+    message: `the node of host ${host} speaks ${protocol === undefined ? "a protocol from before protocol versions" : `tensorlane's protocol ${protocol}`}, this driver protocol ${PROTOCOL_VERSION}: no actor was placed there. A cluster's hosts and drivers run one release of @tensorlane/core: install the driver's on host ${host} (then restart its node), or the host's here`,
+  })
 
 export class Hosts {
   private engine: ManagedRuntime.ManagedRuntime<Layer.Success<ReturnType<typeof clientLayer>>, unknown>
@@ -145,8 +151,8 @@ export class Hosts {
     return this.run("list the hosts", listed)
   }
 
-  private unplaced(what: string, error: unknown): TimeoutError | InvalidArgumentError {
-    if (error instanceof InvalidArgumentError) return error
+  private unplaced(what: string, error: unknown): TimeoutError | InvalidArgumentError | ProtocolError {
+    if (error instanceof InvalidArgumentError || error instanceof ProtocolError) return error
     return new TimeoutError({
       message: `could not ${what} of cluster ${this.config.name} within ${PLACEMENT_TIMEOUT_MS} ms: the cluster's storage (Postgres at ${this.config.postgres.host}:${this.config.postgres.port}) did not answer, or a host's node is not among its live runners (${String((error as { _tag?: unknown })?._tag ?? error)})`,
       timeoutMs: PLACEMENT_TIMEOUT_MS,
@@ -167,7 +173,14 @@ export class Hosts {
         if (live._tag === "Success" && names.every((name) => live.success.some((h) => h.name === name))) break
         yield* Effect.sleep(MEMBERSHIP_POLL_MS)
       }
-      yield* Effect.forEach(names, (name) => client(name).Admit({ clusterId, driver }), { concurrency: "unbounded", discard: true })
+      yield* Effect.forEach(
+        names,
+        (name) =>
+          client(name)
+            .Admit({ clusterId, driver })
+            .pipe(Effect.flatMap(({ protocol }) => (protocol === PROTOCOL_VERSION ? Effect.void : Effect.fail(otherProtocol(name, protocol))))),
+        { concurrency: "unbounded", discard: true },
+      )
     }).pipe(Effect.timeout(PLACEMENT_TIMEOUT_MS))
   }
 
