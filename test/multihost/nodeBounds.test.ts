@@ -113,7 +113,8 @@ describe.skipIf(unavailable !== undefined)("a node's bounds", () => {
         return ms
       }),
     )
-    for (const ms of waits) expect(ms).toBeLessThan(12_000)
+    const listed = (await env.run("h1", ["ss", "-Hltnp"])).stdout
+    for (const [i, ms] of waits.entries()) expect(ms, `port ${ports[i]} of: ${listed}`).toBeLessThan(12_000)
     await cluster.kill(actor!)
   }, 30_000)
 
