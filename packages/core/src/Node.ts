@@ -80,6 +80,12 @@ interface AdmittedDriver {
  * would stay open, keeping the server from closing. A peer that keeps its side open past
  * FINISH_GRACE_MS has the connection destroyed.
  */
+const finish = (socket: tls.TLSSocket): void => {
+  socket.end()
+  socket.resume()
+  setTimeout(() => socket.destroy(), FINISH_GRACE_MS).unref()
+}
+
 /** A spawn refused: the driver hears it as its actor's InitFailed. */
 const refuseSpawn = (socket: tls.TLSSocket, error: unknown): void => {
   writeFrame(socket, { _tag: "InitFailed", error: toWireError(error) } satisfies FromActor)
@@ -100,12 +106,6 @@ const otherProtocol = (header: unknown, host: string, driver: string): ProtocolE
   return new ProtocolError({
     message: `the node of host ${host} speaks tensorlane's protocol ${PROTOCOL_VERSION}, driver ${driver} speaks ${spoken}: ${actor} was not started. A cluster's hosts and drivers run one release of @tensorlane/core: install the same one on host ${host} (then restart its node) and on the driver's machine`,
   })
-}
-
-const finish = (socket: tls.TLSSocket): void => {
-  socket.end()
-  socket.resume()
-  setTimeout(() => socket.destroy(), FINISH_GRACE_MS).unref()
 }
 
 const installedTransports = (): Array<string> =>

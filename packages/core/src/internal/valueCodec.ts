@@ -87,10 +87,10 @@ const pathOf = (root: string, keys: ReadonlyArray<string | number>): string =>
  * answer must be an object of its own). Shared parts stay shared and cycles cyclic; other objects
  * (Dates, typed arrays, errors and the like) are kept as they are: they hold no tensors. `refuse`
  * says why a value cannot be copied (deeper than MAX_VALUE_DEPTH, arrays of more than
- * `maxArrayElements` elements together, or not something that travels). Children are walked in the order the copy
- * lists them, which is the order a walk of the copy meets them in: Maps and Sets as they were when
- * the walk reached them (a getter walked meanwhile may change them), a Proxy's keys as an ordinary
- * object orders them.
+ * `maxArrayElements` elements together, or not something that travels). Children are walked in the
+ * order the copy lists them, which is the order a walk of the copy meets them in: Maps and Sets as
+ * they were when the walk reached them (a getter walked meanwhile may change them), a Proxy's keys
+ * as an ordinary object orders them.
  */
 const copyStructure = (
   root: unknown,

@@ -30,7 +30,7 @@ const MEMBERSHIP_POLL_MS = 500
 /** A node whose PROTOCOL_VERSION is not this driver's (none: from before protocol versions), seen at its admission. */
 const otherProtocol = (host: string, protocol: number | undefined): ProtocolError =>
   new ProtocolError({
-    message: `the node of host ${host} speaks ${protocol === undefined ? "a protocol from before protocol versions" : `tensorlane's protocol ${protocol}`}, this driver protocol ${PROTOCOL_VERSION}: no actor was placed there. A cluster's hosts and drivers run one release of @tensorlane/core: install the driver's on host ${host} (then restart its node), or the host's here`,
+    message: `the node of host ${host} speaks ${protocol === undefined ? "a protocol from before protocol versions" : `tensorlane's protocol ${protocol}`}, this driver speaks protocol ${PROTOCOL_VERSION}: no actor was placed there. A cluster's hosts and drivers run one release of @tensorlane/core: install the driver's on host ${host} (then restart its node), or the host's here`,
   })
 
 export class Hosts {
