@@ -1,7 +1,10 @@
 """The reference of the bandwidth check: cudaMemcpy host to device and device to host, through
 ctypes on the CUDA runtime named, from pageable memory (what tensorlane's host tensors are) and from
-pinned memory (cudaMallocHost), for each size; the median of `reps` timed copies after one warm-up.
-Prints {"<bytes>": {"pageable": {"h2d": GB/s, "d2h": GB/s}, "pinned": {...}}} as JSON.
+pinned memory (cudaMallocHost), and into a destination allocated for each copy ("fresh": cudaMalloc,
+or an anonymous mapping whose pages the copy faults in, as a new host tensor's are), for each size;
+with PyTorch importable, its `.to` both ways too (the peer of `Tensor.to`). The median of `reps`
+timed copies after one warm-up. Prints {"<bytes>": {"pageable": {"h2d": GB/s, "d2h": GB/s},
+"pinned": {...}, "fresh": {...}, "torch": {...} or null}} as JSON.
     python3 cuda_memcpy.py <libcudart> <bytes,bytes,...> <reps>"""
 import ctypes
 import json
@@ -26,13 +29,47 @@ def check(rc, what):
         raise SystemExit(f"{what} failed with CUDA error {rc}")
 
 
-def gbps(dst, src, n, kind):
+def timed(n, run):
     times = []
     for _ in range(reps + 1):
         start = time.perf_counter()
-        check(cuda.cudaMemcpy(dst, src, n, kind), "cudaMemcpy")
+        run()
         times.append(time.perf_counter() - start)
     return n / statistics.median(times[1:]) / 1e9
+
+
+def gbps(dst, src, n, kind):
+    return timed(n, lambda: check(cuda.cudaMemcpy(dst, src, n, kind), "cudaMemcpy"))
+
+
+def to_fresh_device(src, n):
+    dst = ctypes.c_void_p()
+    check(cuda.cudaMalloc(ctypes.byref(dst), n), "cudaMalloc")
+    check(cuda.cudaMemcpy(dst, src, n, H2D), "cudaMemcpy")
+    check(cuda.cudaFree(dst), "cudaFree")
+
+
+def to_fresh_host(src, n):
+    dst = mmap.mmap(-1, n)
+    view = ctypes.c_char.from_buffer(dst)
+    check(cuda.cudaMemcpy(ctypes.addressof(view), src, n, D2H), "cudaMemcpy")
+    del view
+    dst.close()
+
+
+def torch_rates(n):
+    try:
+        import torch
+    except ImportError:
+        return None
+    host = torch.ones(n, dtype=torch.uint8)
+    device = host.to("cuda:0")
+
+    def h2d():
+        host.to("cuda:0")
+        torch.cuda.synchronize()
+
+    return {"h2d": timed(n, h2d), "d2h": timed(n, lambda: device.to("cpu"))}
 
 
 out = {}
@@ -49,6 +86,8 @@ for n in sizes:
     out[str(n)] = {
         "pageable": {"h2d": gbps(device, host, n, H2D), "d2h": gbps(host, device, n, D2H)},
         "pinned": {"h2d": gbps(device, pinned, n, H2D), "d2h": gbps(pinned, device, n, D2H)},
+        "fresh": {"h2d": timed(n, lambda: to_fresh_device(host, n)), "d2h": timed(n, lambda: to_fresh_host(device, n))},
+        "torch": torch_rates(n),
     }
     del view
     pageable.close()
