@@ -41,6 +41,9 @@ describe.skipIf(unavailable !== undefined)("tensorlane bench --hosts and doctor 
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
     expect(result.across).toEqual({ producer: "h1", producerAddress: env.hosts[0]!.address, consumer: "h2", consumerAddress: env.hosts[1]!.address })
     expect(result.transports).toEqual(["gloo"])
+    // The message ring is this machine's, not the hosts': a run across hosts has none.
+    expect(result.ring).toBeUndefined()
+    expect(stdout).not.toContain("message ring")
     expect(result.rows.map((r) => [r.transport, r.loop, r.bytes, r.samplesMs.length])).toEqual([
       ["gloo", "released", 65536, 3],
       ["gloo", "natural", 65536, 3],

@@ -4,13 +4,14 @@
  * float32 ones, the scenario Ray Direct Transport's figures are taken with); medians after
  * warm-ups, in the released loop (refs released by hand) and in the natural one (refs left to the
  * garbage collector, as users write it); the first calls of a fresh cluster apart (cold); GB/s and
- * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows).
+ * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows),
+ * and the message ring under every call's messages.
  */
 import * as os from "node:os"
 import type { Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError, UsageError } from "./Errors.js"
-import { median, memcpyMs, tcpLoopbackMs } from "./Limits.js"
+import { type RingLimit, median, memcpyMs, messageRing, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
 import { discoverPackages } from "./Packages.js"
@@ -116,6 +117,8 @@ export interface BenchResult {
   readonly sizes: ReadonlyArray<number>
   readonly loops: ReadonlyArray<Loop>
   readonly limits: ReadonlyArray<BenchLimits>
+  /** The message ring (Limits.ts), measured once before the first size; none across hosts. */
+  readonly ring?: RingLimit
   readonly rows: ReadonlyArray<BenchRow>
   readonly cold: ReadonlyArray<ColdRow>
   /** The hosts of a run across hosts, with their addresses; `tcpMs` is then the stream between them. */
@@ -248,7 +251,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const across = options.across === undefined ? undefined : placement(options.across, loadClusterConfig(options.across.cluster))
   // Raw Gloo is a pair on this machine: no limit of a run across hosts.
   const withRawGloo = transports.includes("gloo") && across === undefined
-  const total = sizes.length * ((withRawGloo ? 4 : 2) + transports.length * (warmups + COLD_CALLS) + transports.length * loops.length * repeats)
+  const total = (across === undefined ? 1 : 0) + sizes.length * ((withRawGloo ? 4 : 2) + transports.length * (warmups + COLD_CALLS) + transports.length * loops.length * repeats)
   let done = 0
   const step = (label: string) => progress(++done, total, label)
   const transferClock = makeTransferClock(transferSpanName)
@@ -331,8 +334,13 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const rawGloo = withRawGloo ? await openRawGloo(warmups) : undefined
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
+  let ring: RingLimit | undefined
   try {
     await withPair(async (cluster, scenarioOf, tcpMs) => {
+      if (across === undefined) {
+        ring = await messageRing(repeats, minTimeMs, MAX_RUNS)
+        step("message ring")
+      }
       for (const bytes of sizes) {
         const memcpy = memcpyMs(bytes, repeats, warmups)
         step(`memcpy ${formatSize(bytes)}`)
@@ -428,6 +436,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     sizes,
     loops,
     limits,
+    ...(ring !== undefined ? { ring } : {}),
     rows,
     cold,
     ...(across !== undefined ? { across } : {}),

@@ -1,5 +1,6 @@
 /** The benchmark's tables, as Markdown so that they paste into a README: warm cells, then cold calls. */
 import { type BenchResult, COLD_CALLS } from "./Bench.js"
+import { RING_MESSAGE_BYTES } from "./Limits.js"
 import { formatSize } from "./Sizes.js"
 
 const fixed = (x: number, digits = 2): string => x.toFixed(digits)
@@ -30,6 +31,13 @@ export const formatTable = (result: BenchResult): string => {
     const raw = r.rawGlooRatio !== undefined && l?.rawGlooMs !== undefined ? `${fixed(l.rawGlooMs)} | ${percent(r.rawGlooRatio)}` : " | "
     lines.push(
       `| ${r.transport} | ${r.loop} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${r.overTwiceMedian} | ${r.transferMs !== undefined ? fixed(r.transferMs) : ""} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw} |`,
+    )
+  }
+  if (result.ring !== undefined) {
+    const { medianMs, runs, overTwiceMedian } = result.ring
+    lines.push(
+      "",
+      `message ring, the floor under a call's messages (driver -> producer -> driver -> consumer -> driver between plain Node processes, ${formatSize(RING_MESSAGE_BYTES)} each): median ${fixed(medianMs, 3)} ms, ${overTwiceMedian} of ${runs} runs (${percent(overTwiceMedian / runs)}) over twice the median`,
     )
   }
   if (result.cold.length > 0) {

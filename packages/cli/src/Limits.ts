@@ -1,8 +1,9 @@
 /**
  * The limits a transfer is compared with, measured in the same run: a single-thread memcpy and a TCP
- * stream (over loopback, or between two hosts' actors for a run across hosts).
+ * stream (over loopback, or between two hosts' actors for a run across hosts); and the message ring,
+ * the floor under a call's own messages and its stalls.
  */
-import { fork } from "node:child_process"
+import { type ChildProcess, fork } from "node:child_process"
 import * as net from "node:net"
 import { fileURLToPath } from "node:url"
 
@@ -71,5 +72,66 @@ export const tcpLoopbackMs = async (bytes: number, repeats: number, warmups: num
     return await tcpStreamMs("127.0.0.1", sink.port, bytes, repeats, warmups)
   } finally {
     sink.close()
+  }
+}
+
+/** The message ring of a run: its median, and how many of its timed runs took over twice that. */
+export interface RingLimit {
+  readonly medianMs: number
+  readonly runs: number
+  readonly overTwiceMedian: number
+}
+
+/** Bytes each message of the ring carries: a small value's, which travels inside the call's messages. */
+export const RING_MESSAGE_BYTES = 4096
+/** Round trips before the ring is timed, whatever the run's warm-ups: Node's IPC code is optimised over them. */
+const RING_WARMUPS = 500
+
+/**
+ * Milliseconds of the four messages a call's own messages amount to, driver to producer to driver to
+ * consumer to driver, between this process and two plain Node processes that echo them (Node's IPC,
+ * V8-serialized, RING_MESSAGE_BYTES each): the median of at least `repeats` timed round trips, more
+ * until they add up to `minTimeMs` (at most `maxRuns`), as a benchmark cell's runs. Its runs over
+ * twice its median are the stalls this machine gives any such loop (a process woken on a CPU that
+ * is busy, or idle and slow to wake), none of them tensorlane's.
+ */
+export const messageRing = async (repeats: number, minTimeMs: number, maxRuns: number): Promise<RingLimit> => {
+  const script = fileURLToPath(new URL("./internal/RingPeer.js", import.meta.url))
+  const peers = [0, 1].map(() => fork(script, [], { serialization: "advanced", stdio: ["ignore", "ignore", "inherit", "ipc"] }))
+  let pending: { readonly resolve: () => void; readonly reject: (error: Error) => void } | undefined
+  let failure: Error | undefined
+  const fail = (error: Error) => {
+    failure ??= error
+    pending?.reject(failure)
+  }
+  for (const peer of peers) {
+    peer.on("exit", (code, signal) => fail(new Error(`a process of the message ring exited (${signal ?? `code ${code}`}) while the ring was timed`)))
+    peer.on("error", (error) => fail(new Error(`a process of the message ring failed: ${error.message}`)))
+    peer.on("message", () => pending?.resolve())
+  }
+  try {
+    const message = { value: new Uint8Array(RING_MESSAGE_BYTES) }
+    const hop = (peer: ChildProcess) =>
+      new Promise<void>((resolve, reject) => {
+        if (failure !== undefined) return reject(failure)
+        pending = { resolve, reject }
+        peer.send(message)
+      })
+    const roundTrip = async () => {
+      for (const peer of peers) await hop(peer)
+    }
+    for (let i = 0; i < RING_WARMUPS; i++) await roundTrip()
+    const times: Array<number> = []
+    for (let total = 0; times.length < repeats || (total < minTimeMs && times.length < maxRuns); ) {
+      const t0 = performance.now()
+      await roundTrip()
+      const ms = performance.now() - t0
+      times.push(ms)
+      total += ms
+    }
+    const medianMs = median(times)
+    return { medianMs, runs: times.length, overTwiceMedian: times.filter((ms) => ms > 2 * medianMs).length }
+  } finally {
+    for (const peer of peers) peer.kill()
   }
 }

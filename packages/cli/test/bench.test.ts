@@ -44,6 +44,7 @@ describe("tensorlane bench", () => {
       }
     }
     expect(stdout).toMatch(/^\| gloo \| natural \| 1 MiB \| [\d.]+ \| \d+ \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|$/m)
+    expect(stdout).toMatch(/^message ring, the floor under a call's messages \(.*, 4 KiB each\): median \d+\.\d{3} ms, \d+ of \d+ runs \(\d+\.\d%\) over twice the median$/m)
     expect(stdout).toMatch(/^cold: a fresh cluster per row, how long it took to be ready \(start\(\) with every transport of the run, .*\) and its first 10 calls/m)
 
     const result = JSON.parse(fs.readFileSync(json, "utf8")) as BenchResult
@@ -57,6 +58,10 @@ describe("tensorlane bench", () => {
       loops: ["released", "natural"],
       transports: ["object-store", "gloo", "nixl"],
     })
+    // --repeats 3 and --min-time-ms 0: the ring's three timed round trips, as a cell's.
+    expect(result.ring).toMatchObject({ runs: 3 })
+    expect(result.ring!.medianMs).toBeGreaterThan(0)
+    expect(result.ring!.overTwiceMedian).toBeLessThanOrEqual(1)
     expect(result.rows).toHaveLength(12)
     expect(result.cold).toHaveLength(6)
     for (const cold of result.cold) {
