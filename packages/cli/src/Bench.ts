@@ -117,7 +117,7 @@ export interface BenchResult {
   readonly sizes: ReadonlyArray<number>
   readonly loops: ReadonlyArray<Loop>
   readonly limits: ReadonlyArray<BenchLimits>
-  /** The message ring (Limits.ts), measured once before the first size; none across hosts. */
+  /** The message ring (Limits.ts), measured once, before the first size's cells; none across hosts. */
   readonly ring?: RingLimit
   readonly rows: ReadonlyArray<BenchRow>
   readonly cold: ReadonlyArray<ColdRow>
@@ -337,10 +337,6 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   let ring: RingLimit | undefined
   try {
     await withPair(async (cluster, scenarioOf, tcpMs) => {
-      if (across === undefined) {
-        ring = await messageRing(repeats, minTimeMs, MAX_RUNS)
-        step("message ring")
-      }
       for (const bytes of sizes) {
         const memcpy = memcpyMs(bytes, repeats, warmups)
         step(`memcpy ${formatSize(bytes)}`)
@@ -363,6 +359,11 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             if (round < warmups) step(`${transport} ${formatSize(bytes)} warm-up ${round + 1}/${warmups}`)
             else progress(done, total, `warming up ${formatSize(bytes)}: ${calls} calls`)
           }
+        }
+        if (across === undefined && bytes === sizes[0]) {
+          // Once the actors are warm and idle, as they are around every cell.
+          ring = await messageRing(repeats, minTimeMs, MAX_RUNS)
+          step("message ring")
         }
         const rawSamples: Array<number> = []
         const rawAround = async (when: string): Promise<void> => {

@@ -16,7 +16,8 @@ export const BENCH_USAGE = `  tensorlane bench [--transports object-store,gloo,n
       returns n bytes of float32 ones: the median of at least --repeats timed runs per transport,
       size and loop, more until they add up to --min-time-ms, each cell first run untimed for
       --warm-ms (default --min-time-ms; four times that at the first size, for V8 to optimise),
-      next to memcpy, TCP loopback and raw Gloo measured in the same run; then the first 10 calls of a fresh cluster (cold) per transport
+      next to memcpy, TCP loopback, raw Gloo and a message ring of plain Node processes (the stalls
+      the machine itself gives) measured in the same run; then the first 10 calls of a fresh cluster (cold) per transport
       and size; --loops: "released" releases both refs by hand, "natural" leaves them to the garbage
       collector; default transports: object-store and every CPU transport that doctor finds ready;
       --modules: more transport modules to load (your own transport);

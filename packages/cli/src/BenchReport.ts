@@ -1,6 +1,6 @@
 /** The benchmark's tables, as Markdown so that they paste into a README: warm cells, then cold calls. */
 import { type BenchResult, COLD_CALLS } from "./Bench.js"
-import { RING_MESSAGE_BYTES } from "./Limits.js"
+import { RING_VALUE_BYTES } from "./Limits.js"
 import { formatSize } from "./Sizes.js"
 
 const fixed = (x: number, digits = 2): string => x.toFixed(digits)
@@ -34,10 +34,10 @@ export const formatTable = (result: BenchResult): string => {
     )
   }
   if (result.ring !== undefined) {
-    const { medianMs, runs, overTwiceMedian } = result.ring
+    const { medianMs, samplesMs, overTwiceMedian } = result.ring
     lines.push(
       "",
-      `message ring, the floor under a call's messages (driver -> producer -> driver -> consumer -> driver between plain Node processes, ${formatSize(RING_MESSAGE_BYTES)} each): median ${fixed(medianMs, 3)} ms, ${overTwiceMedian} of ${runs} runs (${percent(overTwiceMedian / runs)}) over twice the median`,
+      `message ring, a reference for a call's four messages (driver -> producer -> driver -> consumer -> driver between plain Node processes, a ${formatSize(RING_VALUE_BYTES)} value in two of them): median ${fixed(medianMs, 3)} ms, ${overTwiceMedian} of ${samplesMs.length} runs (${percent(overTwiceMedian / samplesMs.length)}) over twice the median`,
     )
   }
   if (result.cold.length > 0) {

@@ -75,63 +75,75 @@ export const tcpLoopbackMs = async (bytes: number, repeats: number, warmups: num
   }
 }
 
-/** The message ring of a run: its median, and how many of its timed runs took over twice that. */
+/** The message ring of a run: its median, every timed run, and how many took over twice the median. */
 export interface RingLimit {
   readonly medianMs: number
-  readonly runs: number
+  readonly samplesMs: ReadonlyArray<number>
   readonly overTwiceMedian: number
 }
 
-/** Bytes each message of the ring carries: a small value's, which travels inside the call's messages. */
-export const RING_MESSAGE_BYTES = 4096
+/** The value a small call carries (inside its messages, as values of 64 KiB or less travel). */
+export const RING_VALUE_BYTES = 4096
 /** Round trips before the ring is timed, whatever the run's warm-ups: Node's IPC code is optimised over them. */
 const RING_WARMUPS = 500
 
 /**
- * Milliseconds of the four messages a call's own messages amount to, driver to producer to driver to
- * consumer to driver, between this process and two plain Node processes that echo them (Node's IPC,
- * V8-serialized, RING_MESSAGE_BYTES each): the median of at least `repeats` timed round trips, more
- * until they add up to `minTimeMs` (at most `maxRuns`), as a benchmark cell's runs. Its runs over
- * twice its median are the stalls this machine gives any such loop (a process woken on a CPU that
- * is busy, or idle and slow to wake), none of them tensorlane's.
+ * A reference for the four messages of a call of a small value, driver to producer (the call) to
+ * driver (the result, with the value) to consumer (its call, with the value) to driver (its result),
+ * between this process and two plain Node processes that answer each message (Node's IPC pipe,
+ * V8-serialized, where tensorlane frames its own): the median in ms of at least `repeats` timed round
+ * trips, more until they add up to `minTimeMs` (at most `maxRuns`), as a benchmark cell's runs. Its
+ * runs over twice its median are the stalls this machine gives any such loop (a process woken on a
+ * CPU that is busy, or idle and slow to wake), none of them tensorlane's.
  */
 export const messageRing = async (repeats: number, minTimeMs: number, maxRuns: number): Promise<RingLimit> => {
   const script = fileURLToPath(new URL("./internal/RingPeer.js", import.meta.url))
-  const peers = [0, 1].map(() => fork(script, [], { serialization: "advanced", stdio: ["ignore", "ignore", "inherit", "ipc"] }))
+  const peers: Array<{ readonly process: ChildProcess; readonly exited: Promise<unknown> }> = []
   let pending: { readonly resolve: () => void; readonly reject: (error: Error) => void } | undefined
   let failure: Error | undefined
   const fail = (error: Error) => {
     failure ??= error
     pending?.reject(failure)
   }
-  for (const peer of peers) {
-    peer.on("exit", (code, signal) => fail(new Error(`a process of the message ring exited (${signal ?? `code ${code}`}) while the ring was timed`)))
-    peer.on("error", (error) => fail(new Error(`a process of the message ring failed: ${error.message}`)))
-    peer.on("message", () => pending?.resolve())
-  }
   try {
-    const message = { value: new Uint8Array(RING_MESSAGE_BYTES) }
-    const hop = (peer: ChildProcess) =>
+    for (const replyBytes of [RING_VALUE_BYTES, 0]) {
+      const peer = fork(script, [String(replyBytes)], { serialization: "advanced", stdio: ["ignore", "ignore", "inherit", "ipc"] })
+      // A process that never started reports 'error' and may never report 'exit'.
+      const exited = new Promise((resolve) => {
+        peer.once("exit", resolve)
+        peer.once("error", resolve)
+      })
+      peers.push({ process: peer, exited })
+      peer.on("exit", (code, signal) => fail(new Error(`a process of the message ring exited (${signal ?? `code ${code}`}) while the ring ran`)))
+      peer.on("error", (error) => fail(new Error(`a process of the message ring failed: ${error.message}`)))
+      peer.on("message", () => pending?.resolve())
+    }
+    const call = { id: 0 }
+    const withValue = { id: 0, value: new Uint8Array(RING_VALUE_BYTES) }
+    const hop = (peer: ChildProcess, message: object) =>
       new Promise<void>((resolve, reject) => {
         if (failure !== undefined) return reject(failure)
         pending = { resolve, reject }
         peer.send(message)
       })
     const roundTrip = async () => {
-      for (const peer of peers) await hop(peer)
+      await hop(peers[0]!.process, call)
+      await hop(peers[1]!.process, withValue)
     }
     for (let i = 0; i < RING_WARMUPS; i++) await roundTrip()
-    const times: Array<number> = []
-    for (let total = 0; times.length < repeats || (total < minTimeMs && times.length < maxRuns); ) {
+    const samplesMs: Array<number> = []
+    for (let total = 0; samplesMs.length < repeats || (total < minTimeMs && samplesMs.length < maxRuns); ) {
       const t0 = performance.now()
       await roundTrip()
       const ms = performance.now() - t0
-      times.push(ms)
+      samplesMs.push(ms)
       total += ms
     }
-    const medianMs = median(times)
-    return { medianMs, runs: times.length, overTwiceMedian: times.filter((ms) => ms > 2 * medianMs).length }
+    const medianMs = median(samplesMs)
+    return { medianMs, samplesMs, overTwiceMedian: samplesMs.filter((ms) => ms > 2 * medianMs).length }
   } finally {
-    for (const peer of peers) peer.kill()
+    for (const peer of peers) peer.process.kill()
+    // Gone before the next limit is timed: their ends are not to be charged to it.
+    await Promise.all(peers.map((peer) => peer.exited))
   }
 }

@@ -1,5 +1,5 @@
 export { runBench, timeScenario, gbps, type BenchLimits, type BenchOptions, type BenchResult, type BenchRow, type Progress, type Scenario } from "./Bench.js"
-export { median, memcpyMs } from "./Limits.js"
+export { median, memcpyMs, type RingLimit } from "./Limits.js"
 export { openRawGloo, type RawGloo } from "./RawGloo.js"
 export { formatTable } from "./BenchReport.js"
 export { runBuild, type BuildResult } from "./Build.js"
