@@ -86,7 +86,7 @@ export const bandwidth: Check = async (facts) => {
   }
   facts.tensorlane = measured
   const reference = JSON.parse(
-    execFileSync("python3", [REFERENCE, cudart, SIZES.join(","), String(REPS)], { encoding: "utf8", timeout: 60_000, stdio: ["ignore", "pipe", "pipe"] }),
+    execFileSync("python3", [REFERENCE, cudart, SIZES.join(","), String(REPS)], { encoding: "utf8", timeout: 80_000, stdio: ["ignore", "pipe", "pipe"] }),
   ) as Record<string, { pageable: Rates; pinned: Rates; fresh: Rates; torch: Rates | null }>
   facts.cudaMemcpy = Object.fromEntries(
     Object.entries(reference).map(([n, r]) => [n, { pageable: round(r.pageable), pinned: round(r.pinned), fresh: round(r.fresh) }]),
