@@ -8,6 +8,7 @@
  * and the message ring under every call's messages.
  */
 import * as os from "node:os"
+import { PerformanceObserver, constants } from "node:perf_hooks"
 import type { Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError, UsageError } from "./Errors.js"
@@ -199,6 +200,25 @@ const STEADY_CALLS = 32
  * with none, 0.37 ms after 1 s, 0.24 ms after 4 s, like the cells after it).
  */
 const OPTIMISING_CELLS = 4
+
+/** The longest a natural cell's untimed loop waits for the driver's first full collection in it. */
+const NATURAL_WARM_MOST_MS = 30_000
+
+/** The full collections of this process (the driver's) from now until `close`, as V8 reports them. */
+const countCollections = () => {
+  let count = 0
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries() as Array<{ readonly detail?: { readonly kind?: number } }>) if (entry.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) count++
+  })
+  observer.observe({ entryTypes: ["gc"] })
+  return {
+    get count() {
+      return count
+    },
+    close: () => observer.disconnect(),
+  }
+}
+
 /** Calls timed on each fresh cluster for the cold rows. */
 export const COLD_CALLS = 10
 
@@ -332,6 +352,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
   // connected pair for the run, measured just before and just after each size's gloo cells (rawAround).
   const rawGloo = withRawGloo ? await openRawGloo(warmups) : undefined
+  const driverCollections = countCollections()
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
   let ring: RingLimit | undefined
@@ -379,10 +400,16 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
           for (const loop of loops) {
             // The cell's own loop first runs untimed for as long as it is timed: in the natural loop the
             // producer holds the objects the driver has not collected yet, and their memory (a staging
-            // heap's blocks, the host cache's) grows to its steady number over the first cycle.
-            await timeScenario(cluster, { ...scenarioOf(transport, bytes, loop), repeats: 0, minTimeMs: warmMs }, () =>
-              progress(done, total, `${transport} ${loop} ${formatSize(bytes)} warming up`),
-            )
+            // heap's blocks, the host cache's) grows to its steady number over the first cycle, which
+            // ends with a full collection of the driver (core's DroppedRefs: some 500 calls at 1 MiB,
+            // each taking fresh pages), so a natural cell warms on until its own loop has seen one.
+            const collectionsBefore = driverCollections.count
+            const warmUntil = performance.now() + NATURAL_WARM_MOST_MS
+            for (let chunk = 0; chunk === 0 || (loop === "natural" && warmMs > 0 && driverCollections.count === collectionsBefore && performance.now() < warmUntil); chunk++) {
+              await timeScenario(cluster, { ...scenarioOf(transport, bytes, loop), repeats: 0, minTimeMs: warmMs }, () =>
+                progress(done, total, `${transport} ${loop} ${formatSize(bytes)} warming up`),
+              )
+            }
             transferClock.take()
             const transferred: Array<number> = []
             const samples = await timeScenario(cluster, scenarioOf(transport, bytes, loop), (run) => {
@@ -416,6 +443,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       }
     })
   } finally {
+    driverCollections.close()
     await rawGloo?.close()
   }
   const cpus = os.cpus()
