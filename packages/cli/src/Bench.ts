@@ -8,7 +8,7 @@
  * and the message ring under every call's messages.
  */
 import * as os from "node:os"
-import { PerformanceObserver, constants } from "node:perf_hooks"
+import { type NodeGCPerformanceDetail, PerformanceObserver, constants } from "node:perf_hooks"
 import type { Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError, UsageError } from "./Errors.js"
@@ -30,7 +30,11 @@ export interface BenchOptions {
   readonly warmups: number
   /** Timed runs of a cell go on past `repeats` until they add up to this (see Scenario). */
   readonly minTimeMs: number
-  /** How long each cell first runs its loop untimed (`minTimeMs` where absent); the run's first size warms up OPTIMISING_CELLS times as long. */
+  /**
+   * How long each cell first runs its loop untimed (`minTimeMs` where absent), a natural cell on
+   * until the driver has collected twice in it (none where 0); the run's first size warms up
+   * OPTIMISING_CELLS times as long.
+   */
   readonly warmMs?: number
   /** Extra environment of each actor process (a transport's settings, such as TENSORLANE_GLOO_DEVICE_CPUS). */
   readonly actorEnv: ActorEnv
@@ -201,21 +205,29 @@ const STEADY_CALLS = 32
  */
 const OPTIMISING_CELLS = 4
 
-/** The longest a natural cell's untimed loop waits for the driver's first full collection in it. */
+/** Full collections of the driver a natural cell's untimed loop waits for, and for at most how long. */
+const NATURAL_WARM_COLLECTIONS = 2
 const NATURAL_WARM_MOST_MS = 30_000
 
-/** The full collections of this process (the driver's) from now until `close`, as V8 reports them. */
-const countCollections = () => {
-  let count = 0
+/**
+ * Runs `chunk` (at least once) until this process, the driver, has run `collections` full
+ * collections since, or NATURAL_WARM_MOST_MS have passed (after the chunk running then).
+ */
+const untilCollections = async (collections: number, chunk: () => Promise<unknown>): Promise<void> => {
+  let seen = 0
   const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries() as Array<{ readonly detail?: { readonly kind?: number } }>) if (entry.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) count++
+    for (const entry of list.getEntries() as Array<{ readonly detail?: NodeGCPerformanceDetail }>) {
+      if (entry.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) seen++
+    }
   })
   observer.observe({ entryTypes: ["gc"] })
-  return {
-    get count() {
-      return count
-    },
-    close: () => observer.disconnect(),
+  try {
+    const until = performance.now() + NATURAL_WARM_MOST_MS
+    do {
+      await chunk()
+    } while (seen < collections && performance.now() < until)
+  } finally {
+    observer.disconnect()
   }
 }
 
@@ -352,7 +364,6 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
   // connected pair for the run, measured just before and just after each size's gloo cells (rawAround).
   const rawGloo = withRawGloo ? await openRawGloo(warmups) : undefined
-  const driverCollections = countCollections()
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
   let ring: RingLimit | undefined
@@ -402,14 +413,12 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             // producer holds the objects the driver has not collected yet, and their memory (a staging
             // heap's blocks, the host cache's) grows to its steady number over the first cycle, which
             // ends with a full collection of the driver (core's DroppedRefs: some 500 calls at 1 MiB,
-            // each taking fresh pages), so a natural cell warms on until its own loop has seen one.
-            const collectionsBefore = driverCollections.count
-            const warmUntil = performance.now() + NATURAL_WARM_MOST_MS
-            for (let chunk = 0; chunk === 0 || (loop === "natural" && warmMs > 0 && driverCollections.count === collectionsBefore && performance.now() < warmUntil); chunk++) {
-              await timeScenario(cluster, { ...scenarioOf(transport, bytes, loop), repeats: 0, minTimeMs: warmMs }, () =>
-                progress(done, total, `${transport} ${loop} ${formatSize(bytes)} warming up`),
-              )
-            }
+            // each taking fresh pages). A natural cell warms on until its loop has seen two: the
+            // first may end a cycle that the cell before it began.
+            const warm = { ...scenarioOf(transport, bytes, loop), repeats: 0, minTimeMs: warmMs }
+            const warming = () => progress(done, total, `${transport} ${loop} ${formatSize(bytes)} warming up`)
+            if (loop === "natural" && warmMs > 0) await untilCollections(NATURAL_WARM_COLLECTIONS, () => timeScenario(cluster, warm, warming))
+            else await timeScenario(cluster, warm, warming)
             transferClock.take()
             const transferred: Array<number> = []
             const samples = await timeScenario(cluster, scenarioOf(transport, bytes, loop), (run) => {
@@ -443,7 +452,6 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       }
     })
   } finally {
-    driverCollections.close()
     await rawGloo?.close()
   }
   const cpus = os.cpus()

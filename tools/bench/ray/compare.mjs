@@ -39,7 +39,10 @@ const repo = join(here, "..", "..", "..")
 const venv = process.env.RAY_VENV ?? join(repo, ".tools", "ray-venv")
 const sizes = parseSizes(values.sizes)
 const cli = fileURLToPath(new URL("./main.js", import.meta.resolve("@tensorlane/cli")))
-/** tensorlane's cells run their loop untimed this long first, as in a default run (`--warm-ms`; four times as long at the first size). */
+/**
+ * tensorlane's cells run their loop untimed this long first, as in a default run (`--warm-ms`; four
+ * times as long at the first size; a natural cell until the driver has collected twice in it).
+ */
 const WARM_MS = 1000
 const scratch = fs.mkdtempSync(join(os.tmpdir(), "tensorlane-vs-ray-"))
 const run = (file, args, env = process.env) => execFileSync(file, args, { cwd: repo, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 })
