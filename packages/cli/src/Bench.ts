@@ -12,7 +12,7 @@ import { type NodeGCPerformanceDetail, PerformanceObserver, constants } from "no
 import type { Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError, UsageError } from "./Errors.js"
-import { type RingLimit, median, memcpyMs, messageRing, tcpLoopbackMs } from "./Limits.js"
+import { type RingLimit, median, memcpyMs, messageRing, overTwiceMedian, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
 import { discoverPackages } from "./Packages.js"
@@ -441,7 +441,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             medianMs: ms,
             gbps: gbps(bytes, ms),
             samplesMs: samples,
-            overTwiceMedian: samples.filter((x) => x > 2 * ms).length,
+            overTwiceMedian: overTwiceMedian(samples, ms),
             memcpyRatio: memcpy / ms,
             tcpRatio: tcp / ms,
             ...(transport === "gloo" && raw !== undefined ? { rawGlooRatio: raw / ms } : {}),

@@ -13,6 +13,9 @@ export const median = (values: ReadonlyArray<number>): number => {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
+/** How many of `samples` took over twice `medianMs`: the stalls a median hides. */
+export const overTwiceMedian = (samples: ReadonlyArray<number>, medianMs: number): number => samples.filter((ms) => ms > 2 * medianMs).length
+
 /** Milliseconds of a copy between warm buffers, as a transfer into reused memory sees them; median. */
 export const memcpyMs = (bytes: number, repeats: number, warmups: number): number => {
   const src = new Uint8Array(bytes).fill(1)
@@ -140,7 +143,7 @@ export const messageRing = async (repeats: number, minTimeMs: number, maxRuns: n
       total += ms
     }
     const medianMs = median(samplesMs)
-    return { medianMs, samplesMs, overTwiceMedian: samplesMs.filter((ms) => ms > 2 * medianMs).length }
+    return { medianMs, samplesMs, overTwiceMedian: overTwiceMedian(samplesMs, medianMs) }
   } finally {
     for (const peer of peers) peer.process.kill()
     // Gone before the next limit is timed: their ends are not to be charged to it.
