@@ -27,6 +27,12 @@ const REFERENCE = fileURLToPath(new URL("../cuda_memcpy.py", import.meta.url))
 
 type Rates = { readonly h2d: number; readonly d2h: number }
 
+/** GB/s of `bytes` moved in the median of REPS times (ms). */
+const medianGbps = (bytes: number, times: Array<number>): number => {
+  times.sort((a, b) => a - b)
+  return bytes / (times[REPS >> 1] / 1000) / 1e9
+}
+
 /** GB/s of the median of REPS timed runs after one warm-up. */
 const rate = (bytes: number, run: () => void): number => {
   run()
@@ -36,8 +42,7 @@ const rate = (bytes: number, run: () => void): number => {
     run()
     times.push(performance.now() - start)
   }
-  times.sort((a, b) => a - b)
-  return bytes / (times[REPS >> 1] / 1000) / 1e9
+  return medianGbps(bytes, times)
 }
 
 /**
@@ -53,8 +58,7 @@ const rateAwaited = async (bytes: number, run: () => void): Promise<number> => {
     run()
     if (i >= WARM_AWAITED) times.push(performance.now() - start)
   }
-  times.sort((a, b) => a - b)
-  return bytes / (times[REPS >> 1] / 1000) / 1e9
+  return medianGbps(bytes, times)
 }
 
 const round = (rates: Rates): Rates => ({ h2d: Number(rates.h2d.toFixed(2)), d2h: Number(rates.d2h.toFixed(2)) })
