@@ -31,10 +31,10 @@ const HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb"
 
 /**
  * An actor's environment with glibc's transparent huge pages turned on for its large allocations
- * (glibc 2.35 and later; other C libraries ignore the variable): a tensor's storage of n MiB then
- * faults n / 2 times where it faulted 256 n times, and a fresh cluster's first calls at 64 and
- * 256 MiB take a third less time (docs/decisions/huge-pages.md). An environment that sets the
- * tunable itself keeps its own value; its other tunables stay.
+ * (glibc 2.35 and later; other C libraries ignore the variable): a tensor's fresh storage faults
+ * once per 2 MiB instead of once per 4 KiB, which a fresh cluster's large calls feel
+ * (docs/decisions/transparent-huge-pages.md). An environment that sets the tunable itself keeps its
+ * own value; its other tunables stay.
  */
 export const actorEnvironment = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
   const tunables = env.GLIBC_TUNABLES
