@@ -243,7 +243,8 @@ export const LEASE_RENEW_MS = 1_000
  * The form of the messages between a cluster's processes. A host's actors run its node's tensorlane
  * and speak with the driver's: a node refuses the spawns of a driver whose protocol is another, and
  * a driver the placement on such a node (Admit's answer carries it). Raised with any change to a
- * message's form (2: tensor metadata as bytes, wireMetas.ts). What carries the refusal keeps its
+ * message's form (2: tensor metadata as bytes, wireMetas.ts); test/ProtocolVersion.test.ts fails on
+ * a schema changed without it. What carries the refusal keeps its
  * form in every release: a Spawn's `_tag` and `protocol`, InitFailed and WireError.
  */
 export const PROTOCOL_VERSION = 2
