@@ -39,18 +39,22 @@ it("an actor's GLIBC_TUNABLES gains glibc.malloc.hugetlb=1 after its own, and ke
   expect((await cluster.get(kept[0]!.hugePagesOfNew(1 << 20))).tunables).toBe("glibc.malloc.hugetlb=0")
 }, 60_000)
 
+/** What a fresh 64 MiB tensor gets in a new actor whose GLIBC_TUNABLES are `tunables`. */
+const freshTensorWith = async (tunables: string) => {
+  const [actor] = await cluster.spawn(Worker, { env: { GLIBC_TUNABLES: tunables } })
+  return cluster.get(actor!.hugePagesOfNew(BYTES))
+}
+
 it.skipIf(!checkable)("a fresh 64 MiB tensor of an actor lies in a mapping glibc asked huge pages for, and gets some", async () => {
   // No tunables of its own, whatever this process was started with.
-  const [actor] = await cluster.spawn(Worker, { env: { GLIBC_TUNABLES: "" } })
-  const { asked, bytes } = await cluster.get(actor!.hugePagesOfNew(BYTES))
+  const { asked, bytes } = await freshTensorWith("")
   expect(asked).toBe(true)
   // How many depends on the kernel finding free 2 MiB pages at that moment.
   expect(bytes).toBeGreaterThan(0)
 }, 60_000)
 
 it.skipIf(!checkable)("an actor whose environment turns the tunable off takes small pages", async () => {
-  const [actor] = await cluster.spawn(Worker, { env: { GLIBC_TUNABLES: "glibc.malloc.hugetlb=0" } })
-  const { asked, bytes } = await cluster.get(actor!.hugePagesOfNew(BYTES))
+  const { asked, bytes } = await freshTensorWith("glibc.malloc.hugetlb=0")
   expect(asked).toBe(false)
   expect(bytes).toBe(0)
 }, 60_000)
