@@ -2,8 +2,9 @@
  * `tensorlane bench`: for each transport and size, the time from submitting
  * `consumer.numel(producer.make(n))` to its result, actor to actor (the producer returns n bytes of
  * float32 ones, the scenario Ray Direct Transport's figures are taken with); medians after
- * warm-ups, in the released loop (refs released by hand) and in the natural one (refs left to the
- * garbage collector, as users write it); the first calls of a fresh cluster apart (cold); GB/s and
+ * warm-ups, in the released loop (refs released by hand), in the natural one (refs left to the
+ * garbage collector, as users write it) and in the held one (the producer returns the tensor it
+ * keeps: no fill); the first calls of a fresh cluster apart (cold); GB/s and
  * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows),
  * and the message ring under every call's messages.
  */
@@ -58,12 +59,15 @@ export interface ActorEnv {
 }
 
 /**
- * How a run treats its refs: "released" releases both by hand once it has the result; "natural"
- * leaves them to the garbage collector, `await cluster.get(consumer.numel(producer.make(n)))`.
+ * How a run gets its tensor and treats its refs: "released" releases both by hand once it has the
+ * result; "natural" leaves them to the garbage collector, `await cluster.get(consumer.numel(producer.make(n)))`;
+ * "held" releases them by hand too, but the producer returns the tensor it keeps (`producer.held(n)`,
+ * as an actor hands out its weights): no fill in the call, what the transport costs against the
+ * limits, which move buffers that exist already.
  */
-export type Loop = "released" | "natural"
+export type Loop = "released" | "natural" | "held"
 
-export const LOOPS: ReadonlyArray<Loop> = ["released", "natural"]
+export const LOOPS: ReadonlyArray<Loop> = ["released", "natural", "held"]
 
 export interface BenchRow {
   readonly transport: string
@@ -187,6 +191,12 @@ export interface Scenario {
   readonly minTimeMs?: number
 }
 
+/** A scenario as a cell of the run times it, with what the cell does once timed. */
+interface CellScenario extends Scenario {
+  /** In the held loop, the producer lets go of the tensor it kept, which the cells after would miss from its cache. */
+  readonly end: () => Promise<void>
+}
+
 const MAX_RUNS = 1000
 /** A pause before raw Gloo is timed, for what the actors do once idle after a cell (a garbage collection). */
 const SETTLE_MS = 100
@@ -296,7 +306,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const withPair = async <A>(
     use: (
       cluster: Cluster,
-      scenarioOf: (transport: string, bytes: number, loop: Loop) => Scenario,
+      scenarioOf: (transport: string, bytes: number, loop: Loop) => CellScenario,
       tcpMs: (bytes: number) => Promise<number>,
       readyMs: number,
     ) => Promise<A>,
@@ -331,10 +341,13 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
       const readyMs = performance.now() - t0
       const result = await use(cluster, (transport, bytes, loop) => ({
         label: transport,
-        make: () => producer.make.options({ tensorTransport: transport })(bytes),
+        make: () => (loop === "held" ? producer.held : producer.make).options({ tensorTransport: transport })(bytes),
         consume: (made) => consumer.numel(made),
         loop,
         bytes,
+        end: async () => {
+          if (loop === "held") await cluster.get(producer.letGo())
+        },
         repeats,
         warmups: 0,
         minTimeMs,
@@ -421,12 +434,14 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             else await timeScenario(cluster, warm, warming)
             transferClock.take()
             const transferred: Array<number> = []
-            const samples = await timeScenario(cluster, scenarioOf(transport, bytes, loop), (run) => {
+            const scenario = scenarioOf(transport, bytes, loop)
+            const samples = await timeScenario(cluster, scenario, (run) => {
               transferred.push(transferClock.take().reduce((sum, ms) => sum + ms, 0))
               // The bar moves over the first repeats runs; runs past them only show their count.
               if (run <= repeats) step(`${transport} ${loop} ${formatSize(bytes)} ${run}/${repeats}`)
               else progress(done, total, `${transport} ${loop} ${formatSize(bytes)} ${run}`)
             })
+            await scenario.end()
             timed.push({ transport, loop, samples, transferred })
           }
           if (transport === "gloo") await rawAround("after")

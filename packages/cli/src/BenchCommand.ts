@@ -10,7 +10,7 @@ import { parseSizes } from "./Sizes.js"
 import { renderSvg } from "./SvgChart.js"
 
 export const BENCH_USAGE = `  tensorlane bench [--transports object-store,gloo,nixl] [--sizes 4KiB,1MiB,64MiB,256MiB] [--repeats 21]
-                   [--loops released,natural] [--min-time-ms 1000] [--warm-ms <ms>] [--warmups 2] [--modules <specifier,...>]
+                   [--loops released,natural,held] [--min-time-ms 1000] [--warm-ms <ms>] [--warmups 2] [--modules <specifier,...>]
                    [--json <file>] [--svg <file>] [--producer-env NAME=value ...] [--consumer-env NAME=value ...]
       times consumer.numel(producer.make(n)) actor to actor, submit to result, where the producer
       returns n bytes of float32 ones: the median of at least --repeats timed runs per transport,
@@ -20,7 +20,8 @@ export const BENCH_USAGE = `  tensorlane bench [--transports object-store,gloo,n
       next to memcpy, TCP loopback, raw Gloo and a message ring of plain Node processes (the stalls
       the machine itself gives) measured in the same run; then the first 10 calls of a fresh cluster (cold) per transport
       and size; --loops: "released" releases both refs by hand, "natural" leaves them to the garbage
-      collector; default transports: object-store and every CPU transport that doctor finds ready;
+      collector, "held" releases them by hand and the producer returns the tensor it keeps (no fill
+      in the call, as the limits have none); default transports: object-store and every CPU transport that doctor finds ready;
       --modules: more transport modules to load (your own transport);
       --producer-env / --consumer-env: an environment variable of that actor's process (repeatable)`
 

@@ -22,7 +22,7 @@ const balancedTags = (svg: string): boolean => {
 }
 
 describe("tensorlane bench", () => {
-  it("runs object-store, gloo and nixl at 4 KiB and 1 MiB in both loops, cold and warm, prints the tables and writes JSON and SVG", async () => {
+  it("runs object-store, gloo and nixl at 4 KiB and 1 MiB in the three loops, cold and warm, prints the tables and writes JSON and SVG", async () => {
     const json = join(dir, "bench.json")
     const svg = join(dir, "bench.svg")
     const { code, stdout, stderr } = await tensorlane([
@@ -39,7 +39,7 @@ describe("tensorlane bench", () => {
     expect(stdout).toMatch(/^tensorlane bench: 3 repeats after 2 warm-ups, node v\d+/m)
     for (const transport of ["object-store", "gloo", "nixl"]) {
       for (const size of ["4 KiB", "1 MiB"]) {
-        for (const loop of ["released", "natural"]) expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${loop} \\| ${size} \\| \\d+\\.\\d{2} \\|`, "m"))
+        for (const loop of ["released", "natural", "held"]) expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${loop} \\| ${size} \\| \\d+\\.\\d{2} \\|`, "m"))
         expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${size} \\|( \\d+\\.\\d{2} \\|){5}$`, "m"))
       }
     }
@@ -55,7 +55,7 @@ describe("tensorlane bench", () => {
       minTimeMs: 0,
       actorEnv: { producer: {}, consumer: {} },
       sizes: [4096, 1 << 20],
-      loops: ["released", "natural"],
+      loops: ["released", "natural", "held"],
       transports: ["object-store", "gloo", "nixl"],
     })
     // --repeats 3 and --min-time-ms 0: the ring's three timed round trips, as a cell's.
@@ -65,7 +65,7 @@ describe("tensorlane bench", () => {
     expect(ringSorted[0]).toBeGreaterThan(0)
     expect(ring.medianMs).toBe(ringSorted[1])
     expect(ring.overTwiceMedian).toBe(ringSorted.filter((x) => x > 2 * ringSorted[1]).length)
-    expect(result.rows).toHaveLength(12)
+    expect(result.rows).toHaveLength(18)
     expect(result.cold).toHaveLength(6)
     for (const cold of result.cold) {
       expect(cold.samplesMs).toHaveLength(10)

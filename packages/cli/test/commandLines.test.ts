@@ -87,7 +87,7 @@ describe("bench", () => {
         transports: undefined,
         modules: [],
         sizes: [4096, 1 << 20, 64 << 20, 256 << 20],
-        loops: ["released", "natural"],
+        loops: ["released", "natural", "held"],
         repeats: 21,
         warmups: 2,
         minTimeMs: 1000,

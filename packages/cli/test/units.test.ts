@@ -3,6 +3,7 @@ import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
 import { describe, expect, it } from "vitest"
 import { type BenchResult, timeScenario } from "../src/Bench.ts"
 import { UsageError } from "../src/Errors.ts"
+import { Producer } from "../src/internal/BenchActors.ts"
 import { progressBar } from "../src/ProgressBar.ts"
 import { formatSize, parseSize, parseSizes } from "../src/Sizes.ts"
 import { renderSvg } from "../src/SvgChart.ts"
@@ -102,13 +103,12 @@ describe("the timed loop", () => {
     expect(runs).toEqual([1, 2, 3, 4, 5])
   })
 
-  it("releases both refs of a run in the released loop, and leaves them to the collector in the natural one", async () => {
-    releases = 0
-    await timeScenario(cluster, scenario)
-    expect(releases).toBe(2 * 5)
-    releases = 0
-    await timeScenario(cluster, { ...scenario, loop: "natural" })
-    expect(releases).toBe(0)
+  it("releases both refs of a run in the released and held loops, and leaves them to the collector in the natural one", async () => {
+    for (const [loop, released] of [["released", 2 * 5], ["held", 2 * 5], ["natural", 0]] as const) {
+      releases = 0
+      await timeScenario(cluster, { ...scenario, loop })
+      expect(releases, loop).toBe(released)
+    }
   })
 
   it("goes on past `repeats` until the timed runs add up to minTimeMs", async () => {
@@ -117,5 +117,22 @@ describe("the timed loop", () => {
     expect(samples.length).toBeGreaterThan(3)
     expect(sum(samples)).toBeGreaterThanOrEqual(300)
     expect(sum(samples.slice(0, -1))).toBeLessThan(300)
+  })
+})
+
+describe("the scenario's producer", () => {
+  const { make, held, letGo } = Producer.spec.methods
+  it("makes a new tensor of ones at each call, and hands out the one it keeps in the held loop until it lets go", () => {
+    const state = { kept: new Map<number, Tensor>() }
+    const made = make(state, 4096)
+    expect(made).not.toBe(make(state, 4096))
+    expect(made.sum()).toBe(1024)
+    const kept = held(state, 1 << 20)
+    expect(held(state, 1 << 20)).toBe(kept)
+    expect(kept.numel).toBe(1 << 18)
+    expect(kept.sum()).toBe(1 << 18)
+    expect(held(state, 4096)).not.toBe(kept)
+    letGo(state)
+    expect(held(state, 1 << 20)).not.toBe(kept)
   })
 })
