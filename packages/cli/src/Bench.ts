@@ -5,7 +5,8 @@
  * warm-ups, in the released loop (refs released by hand), in the natural one (refs left to the
  * garbage collector, as users write it) and in the held one (the producer returns the tensor it
  * keeps: no fill); the first calls of a fresh cluster apart (cold); GB/s and
- * ratios to limits measured in the same run (memcpy, TCP loopback, and raw Gloo for the gloo rows),
+ * ratios to limits measured in the same run (memcpy, TCP loopback, raw Gloo for the gloo rows and
+ * raw NIXL for the nixl rows),
  * and the message ring under every call's messages.
  */
 import * as os from "node:os"
@@ -15,6 +16,7 @@ import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError, UsageError } from "./Errors.js"
 import { type RingLimit, median, memcpyMs, messageRing, overTwiceMedian, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
+import { openRawNixl } from "./RawNixl.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
 import { discoverPackages } from "./Packages.js"
 import { formatSize } from "./Sizes.js"
@@ -82,6 +84,7 @@ export interface BenchRow {
   readonly memcpyRatio: number
   readonly tcpRatio: number
   readonly rawGlooRatio?: number
+  readonly rawNixlRatio?: number
   /**
    * Median over the timed runs of the time their transfer took, as the receiver timed it (from
    * posting its receive to holding the bytes); the rest of a run is the producer's method, the
@@ -110,6 +113,9 @@ export interface BenchLimits {
   /** The median of raw Gloo's samples, taken just before and just after the gloo cell. */
   readonly rawGlooMs?: number
   readonly rawGlooSamplesMs?: ReadonlyArray<number>
+  /** The same for raw NIXL, around the nixl cells. */
+  readonly rawNixlMs?: number
+  readonly rawNixlSamplesMs?: ReadonlyArray<number>
 }
 
 export interface BenchResult {
@@ -196,6 +202,18 @@ interface CellScenario extends Scenario {
   /** In the held loop, the producer lets go of the tensor it kept, which the cells after would miss from its cache. */
   readonly end: () => Promise<void>
 }
+
+/** A raw library's pair of processes (RawGloo.ts, RawNixl.ts): timed samples of a size, and its end. */
+interface RawPair {
+  readonly measure: (bytes: number, repeats: number) => Promise<ReadonlyArray<number>>
+  readonly close: () => Promise<void>
+}
+
+/** The raw limits, by the transport whose rows they bound. */
+const RAW_LIMITS: ReadonlyArray<{ readonly transport: string; readonly label: string; readonly open: (warmups: number) => Promise<RawPair> }> = [
+  { transport: "gloo", label: "raw Gloo", open: openRawGloo },
+  { transport: "nixl", label: "raw NIXL", open: openRawNixl },
+]
 
 const MAX_RUNS = 1000
 /** A pause before raw Gloo is timed, for what the actors do once idle after a cell (a garbage collection). */
@@ -291,9 +309,10 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   const steadyCallsOf = (bytes: number): number => Math.max(STEADY_CALLS, hostMemoryWarmCalls(bytes))
   const { Consumer, Producer } = await import("./internal/BenchActors.js")
   const across = options.across === undefined ? undefined : placement(options.across, loadClusterConfig(options.across.cluster))
-  // Raw Gloo is a pair on this machine: no limit of a run across hosts.
-  const withRawGloo = transports.includes("gloo") && across === undefined
-  const total = (across === undefined ? 1 : 0) + sizes.length * ((withRawGloo ? 4 : 2) + transports.length * (warmups + COLD_CALLS) + transports.length * loops.length * repeats)
+  // Raw Gloo and raw NIXL are pairs on this machine: no limits of a run across hosts.
+  const rawTransports = across === undefined ? RAW_LIMITS.filter(({ transport }) => transports.includes(transport)) : []
+  const total =
+    (across === undefined ? 1 : 0) + sizes.length * (2 + 2 * rawTransports.length + transports.length * (warmups + COLD_CALLS) + transports.length * loops.length * repeats)
   let done = 0
   const step = (label: string) => progress(++done, total, label)
   const transferClock = makeTransferClock(transferSpanName)
@@ -374,13 +393,15 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
     }
   }
 
-  // Raw Gloo (the addon alone, one-way between two processes) is the limit of the gloo rows: one
-  // connected pair for the run, measured just before and just after each size's gloo cells (rawAround).
-  const rawGloo = withRawGloo ? await openRawGloo(warmups) : undefined
+  // Raw Gloo and raw NIXL (each transport's addon alone, between two processes) are the limits of the
+  // gloo and nixl rows: one pair each for the run, measured just before and just after each size's
+  // cells of their transport (rawAround).
+  const raws = new Map<string, { readonly label: string; readonly pair: RawPair }>()
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
   let ring: RingLimit | undefined
   try {
+    for (const { transport, label, open } of rawTransports) raws.set(transport, { label, pair: await open(warmups) })
     await withPair(async (cluster, scenarioOf, tcpMs) => {
       for (const bytes of sizes) {
         const memcpy = memcpyMs(bytes, repeats, warmups)
@@ -410,17 +431,18 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
           ring = await messageRing(repeats, minTimeMs, MAX_RUNS)
           step("message ring")
         }
-        const rawSamples: Array<number> = []
-        const rawAround = async (when: string): Promise<void> => {
-          if (rawGloo === undefined) return
+        const rawSamples = new Map<string, Array<number>>()
+        const rawAround = async (transport: string, when: string): Promise<void> => {
+          const raw = raws.get(transport)
+          if (raw === undefined) return
           // The actors finish what they do once idle (a collection) before the pair is timed.
           await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
-          rawSamples.push(...(await rawGloo.measure(bytes, repeats)))
-          step(`raw Gloo ${formatSize(bytes)} ${when}`)
+          rawSamples.set(transport, [...(rawSamples.get(transport) ?? []), ...(await raw.pair.measure(bytes, repeats))])
+          step(`${raw.label} ${formatSize(bytes)} ${when}`)
         }
         const timed: Array<{ transport: string; loop: Loop; samples: Array<number>; transferred: Array<number> }> = []
         for (const transport of transports) {
-          if (transport === "gloo") await rawAround("before")
+          await rawAround(transport, "before")
           for (const loop of loops) {
             // The cell's own loop first runs untimed for as long as it is timed: in the natural loop the
             // producer holds the objects the driver has not collected yet, and their memory (a staging
@@ -444,9 +466,14 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             await scenario.end()
             timed.push({ transport, loop, samples, transferred })
           }
-          if (transport === "gloo") await rawAround("after")
+          await rawAround(transport, "after")
         }
-        const raw = rawSamples.length > 0 ? median(rawSamples) : undefined
+        const rawMs = (transport: string): number | undefined => {
+          const samples = rawSamples.get(transport)
+          return samples === undefined ? undefined : median(samples)
+        }
+        const rawGloo = rawMs("gloo")
+        const rawNixl = rawMs("nixl")
         for (const { transport, loop, samples, transferred } of timed) {
           const ms = median(samples)
           rows.push({
@@ -459,15 +486,22 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
             overTwiceMedian: overTwiceMedian(samples, ms),
             memcpyRatio: memcpy / ms,
             tcpRatio: tcp / ms,
-            ...(transport === "gloo" && raw !== undefined ? { rawGlooRatio: raw / ms } : {}),
+            ...(transport === "gloo" && rawGloo !== undefined ? { rawGlooRatio: rawGloo / ms } : {}),
+            ...(transport === "nixl" && rawNixl !== undefined ? { rawNixlRatio: rawNixl / ms } : {}),
             ...(transferred.some((t) => t > 0) ? { transferMs: median(transferred) } : {}),
           })
         }
-        limits.push({ bytes, memcpyMs: memcpy, tcpMs: tcp, ...(raw !== undefined ? { rawGlooMs: raw, rawGlooSamplesMs: rawSamples } : {}) })
+        limits.push({
+          bytes,
+          memcpyMs: memcpy,
+          tcpMs: tcp,
+          ...(rawGloo !== undefined ? { rawGlooMs: rawGloo, rawGlooSamplesMs: rawSamples.get("gloo")! } : {}),
+          ...(rawNixl !== undefined ? { rawNixlMs: rawNixl, rawNixlSamplesMs: rawSamples.get("nixl")! } : {}),
+        })
       }
     })
   } finally {
-    await rawGloo?.close()
+    for (const { pair } of raws.values()) await pair.close()
   }
   const cpus = os.cpus()
   return {

@@ -17,7 +17,7 @@ export const BENCH_USAGE = `  tensorlane bench [--transports object-store,gloo,n
       size and loop, more until they add up to --min-time-ms, each cell first run untimed for
       --warm-ms (default --min-time-ms; four times that at the first size, for V8 to optimise; a
       natural cell on until the driver has collected twice in it, at most 30 s),
-      next to memcpy, TCP loopback, raw Gloo and a message ring of plain Node processes (the stalls
+      next to memcpy, TCP loopback, raw Gloo, raw NIXL and a message ring of plain Node processes (the stalls
       the machine itself gives) measured in the same run; then the first 10 calls of a fresh cluster (cold) per transport
       and size; --loops: "released" releases both refs by hand, "natural" leaves them to the garbage
       collector, "held" releases them by hand and the producer returns the tensor it keeps (no fill

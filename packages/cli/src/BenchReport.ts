@@ -23,14 +23,14 @@ export const formatTable = (result: BenchResult): string => {
     Object.entries(result.actorEnv[role]).map(([name, value]) => `; ${role} ${name}=${value}`).join("")
   const lines = [
     `tensorlane bench: ${timed} after ${result.warmups} warm-ups, node ${result.node}, ${result.host.cpus} CPUs, ${result.date}${env("producer")}${env("consumer")}`,
-    `| transport | loop | size | median ms | runs > 2x median | transfer ms | GB/s | memcpy ms | vs memcpy | ${tcpLabel(result)} ms | vs TCP | raw Gloo ms | vs raw Gloo |`,
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    `| transport | loop | size | median ms | runs > 2x median | transfer ms | GB/s | memcpy ms | vs memcpy | ${tcpLabel(result)} ms | vs TCP | raw Gloo ms | vs raw Gloo | raw NIXL ms | vs raw NIXL |`,
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for (const r of result.rows) {
     const l = limits.get(r.bytes)
-    const raw = r.rawGlooRatio !== undefined && l?.rawGlooMs !== undefined ? `${fixed(l.rawGlooMs)} | ${percent(r.rawGlooRatio)}` : " | "
+    const raw = (ms: number | undefined, ratio: number | undefined) => (ms !== undefined && ratio !== undefined ? `${fixed(ms)} | ${percent(ratio)}` : " | ")
     lines.push(
-      `| ${r.transport} | ${r.loop} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${r.overTwiceMedian} | ${r.transferMs !== undefined ? fixed(r.transferMs) : ""} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw} |`,
+      `| ${r.transport} | ${r.loop} | ${formatSize(r.bytes)} | ${fixed(r.medianMs)} | ${r.overTwiceMedian} | ${r.transferMs !== undefined ? fixed(r.transferMs) : ""} | ${fixed(r.gbps)} | ${fixed(l?.memcpyMs ?? NaN, 3)} | ${percent(r.memcpyRatio)} | ${fixed(l?.tcpMs ?? NaN)} | ${percent(r.tcpRatio)} | ${raw(l?.rawGlooMs, r.rawGlooRatio)} | ${raw(l?.rawNixlMs, r.rawNixlRatio)} |`,
     )
   }
   if (result.ring !== undefined) {

@@ -5,12 +5,10 @@
  * hop). One connected pair serves the whole run, so that a benchmark can time each size just before
  * and just after its own cell and compare figures taken seconds apart.
  */
-import { type ChildProcess, fork } from "node:child_process"
+import { fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import type { NativeGroup } from "@tensorlane/transport-gloo"
-
-/** A wait long enough that only the benchmark's own end stops it. */
-export const HOUR_MS = 3_600_000
+import { HOUR_MS, type Link, buffersBySize, linkOf, patterned } from "./internal/PeerLink.js"
 
 /** What the two processes tell each other over the IPC channel. */
 export type RawGlooMessage =
@@ -19,30 +17,8 @@ export type RawGlooMessage =
   | { readonly ready: true }
   | { readonly done: true }
 
-export interface Link {
-  readonly send: (message: RawGlooMessage) => void
-  readonly next: () => Promise<RawGlooMessage>
-}
-
-type Endpoint = Pick<ChildProcess, "on" | "send"> | NodeJS.Process
-
-/** Requests and answers over the IPC channel; a message may arrive before `next()` is called, so it waits. */
-export const linkOf = (endpoint: Endpoint): Link => {
-  const waiting: Array<(message: RawGlooMessage) => void> = []
-  const arrived: Array<RawGlooMessage> = []
-  endpoint.on("message", (message: RawGlooMessage) => {
-    const resolve = waiting.shift()
-    if (resolve !== undefined) resolve(message)
-    else arrived.push(message)
-  })
-  return {
-    send: (message) => endpoint.send!(message),
-    next: () => (arrived.length > 0 ? Promise.resolve(arrived.shift()!) : new Promise((resolve) => waiting.push(resolve))),
-  }
-}
-
 /** This rank of a two-rank gloo group, connected through the link. */
-export const connectPair = async (rank: 0 | 1, link: Link): Promise<NativeGroup> => {
+export const connectPair = async (rank: 0 | 1, link: Link<RawGlooMessage>): Promise<NativeGroup> => {
   const { loadGlooAddon } = await import("@tensorlane/transport-gloo")
   const { addon } = loadGlooAddon()
   const group = new addon.Group(rank, 2, 30_000)
@@ -53,19 +29,6 @@ export const connectPair = async (rank: 0 | 1, link: Link): Promise<NativeGroup>
   return group
 }
 
-/** Buffers of each size, made (and their pages touched) on first use, then reused as raw Gloo reuses its own. */
-export const buffersBySize = (make: (bytes: number) => Uint8Array): ((bytes: number) => Uint8Array) => {
-  const made = new Map<number, Uint8Array>()
-  return (bytes) => {
-    let buffer = made.get(bytes)
-    if (buffer === undefined) made.set(bytes, (buffer = make(bytes)))
-    return buffer
-  }
-}
-
-/** The byte at index i of every send, checked by the receiver at the last index. */
-export const patternByte = (i: number): number => i % 251
-
 export interface RawGloo {
   /** `repeats` timed sends of `bytes` after `warmups`, in ms. */
   readonly measure: (bytes: number, repeats: number) => Promise<ReadonlyArray<number>>
@@ -75,7 +38,7 @@ export interface RawGloo {
 /** A sender in this process and a receiving child, connected once. */
 export const openRawGloo = async (warmups: number): Promise<RawGloo> => {
   const child = fork(fileURLToPath(new URL("./internal/RawGlooPeer.js", import.meta.url)), [], { serialization: "advanced", stdio: "inherit" })
-  const link = linkOf(child)
+  const link = linkOf<RawGlooMessage>(child)
   const exited = new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())))
   let group: NativeGroup
   try {
@@ -86,11 +49,7 @@ export const openRawGloo = async (warmups: number): Promise<RawGloo> => {
     throw error
   }
   const ack = new Uint8Array(new SharedArrayBuffer(1))
-  const data = buffersBySize((bytes) => {
-    const buffer = new Uint8Array(new SharedArrayBuffer(bytes))
-    for (let i = 0; i < bytes; i++) buffer[i] = patternByte(i)
-    return buffer
-  })
+  const data = buffersBySize(patterned)
   let sent = 0
   const sample = async (bytes: number): Promise<number> => {
     const tag = sent++

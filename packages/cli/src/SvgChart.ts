@@ -14,7 +14,7 @@ const RIGHT = 190
 const TOP = 50
 const BOTTOM = 60
 const TRANSPORT_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-const LIMIT_COLORS = ["#555555", "#999999", "#bcbd22"]
+const LIMIT_COLORS = ["#555555", "#999999", "#bcbd22", "#17becf"]
 
 interface Series {
   readonly name: string
@@ -49,6 +49,7 @@ const seriesOf = (result: BenchResult): ReadonlyArray<Series> => {
     limit("memcpy", LIMIT_COLORS[0], (b) => limitOf(b)?.memcpyMs),
     limit(tcpLabel(result), LIMIT_COLORS[1], (b) => limitOf(b)?.tcpMs),
     limit("raw Gloo", LIMIT_COLORS[2], (b) => limitOf(b)?.rawGlooMs),
+    limit("raw NIXL", LIMIT_COLORS[3], (b) => limitOf(b)?.rawNixlMs),
   ].filter((s) => s.values.some((v) => v !== undefined))
   return [...transports, ...limits]
 }

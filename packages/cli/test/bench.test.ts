@@ -43,7 +43,9 @@ describe("tensorlane bench", () => {
         expect(stdout).toMatch(new RegExp(`^\\| ${transport} \\| ${size} \\|( \\d+\\.\\d{2} \\|){5}$`, "m"))
       }
     }
-    expect(stdout).toMatch(/^\| gloo \| natural \| 1 MiB \| [\d.]+ \| \d+ \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|$/m)
+    // Each raw library beside its own transport's rows only.
+    expect(stdout).toMatch(/^\| gloo \| natural \| 1 MiB \| [\d.]+ \| \d+ \|( [\d.]+%? \|){6} [\d.]+ \| [\d.]+% \|  \|  \|$/m)
+    expect(stdout).toMatch(/^\| nixl \| natural \| 1 MiB \| [\d.]+ \| \d+ \|( [\d.]+%? \|){6}  \|  \| [\d.]+ \| [\d.]+% \|$/m)
     expect(stdout).toMatch(/^message ring, a reference for a call's four messages \(.*, a 4 KiB value in two of them\): median \d+\.\d{3} ms, \d+ of 3 runs \(\d+\.\d%\) over twice the median$/m)
     expect(stdout).toMatch(/^cold: a fresh cluster per row, how long it took to be ready \(start\(\) with every transport of the run, .*\) and its first 10 calls/m)
 
@@ -85,6 +87,8 @@ describe("tensorlane bench", () => {
       expect(row.tcpRatio).toBeCloseTo(limits.tcpMs / row.medianMs, 9)
       if (row.transport === "gloo") expect(row.rawGlooRatio).toBeCloseTo(limits.rawGlooMs! / row.medianMs, 9)
       else expect(row.rawGlooRatio).toBeUndefined()
+      if (row.transport === "nixl") expect(row.rawNixlRatio).toBeCloseTo(limits.rawNixlMs! / row.medianMs, 9)
+      else expect(row.rawNixlRatio).toBeUndefined()
     }
     // Every call past 64 KiB moves its tensor, inside the call's time; values this small travel inside
     // the result's message, whatever the transport: no transfer of their own.
@@ -97,19 +101,21 @@ describe("tensorlane bench", () => {
     for (const limits of result.limits) {
       expect(limits.memcpyMs).toBeGreaterThan(0)
       expect(limits.tcpMs).toBeGreaterThan(0)
-      expect(limits.rawGlooMs).toBeGreaterThan(0)
-      // 3 just before the gloo cells and 3 just after them.
-      expect(limits.rawGlooSamplesMs).toHaveLength(6)
-      const sorted = [...limits.rawGlooSamplesMs!].sort((a, b) => a - b)
-      expect(limits.rawGlooMs).toBe((sorted[2] + sorted[3]) / 2)
+      // 3 just before the cells of its transport and 3 just after them.
+      for (const [ms, samples] of [[limits.rawGlooMs, limits.rawGlooSamplesMs], [limits.rawNixlMs, limits.rawNixlSamplesMs]] as const) {
+        expect(ms).toBeGreaterThan(0)
+        expect(samples).toHaveLength(6)
+        const sorted = [...samples!].sort((a, b) => a - b)
+        expect(ms).toBe((sorted[2] + sorted[3]) / 2)
+      }
     }
 
     const chart = fs.readFileSync(svg, "utf8")
     expect(chart.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true)
     expect(balancedTags(chart)).toBe(true)
     // One line per transport and per limit, each named in the legend.
-    expect(chart.match(/<polyline /g)).toHaveLength(6)
-    for (const name of ["object-store", "gloo", "nixl", "memcpy", "TCP loopback", "raw Gloo"]) expect(chart).toContain(`>${name}</text>`)
+    expect(chart.match(/<polyline /g)).toHaveLength(7)
+    for (const name of ["object-store", "gloo", "nixl", "memcpy", "TCP loopback", "raw Gloo", "raw NIXL"]) expect(chart).toContain(`>${name}</text>`)
   })
 
   it("refuses malformed sizes and counts, unknown commands and options, with a UsageError", async () => {

@@ -71,6 +71,7 @@ describe("chart", () => {
     const svg = renderSvg(result)
     expect(svg).toContain(">a&lt;b</text>")
     expect(svg).not.toContain("raw Gloo")
+    expect(svg).not.toContain("raw NIXL")
     // One line per transport, of the first loop timed.
     expect(svg.match(/<polyline /g)).toHaveLength(3)
     const line = /<polyline fill="none" stroke="[^"]+" stroke-width="2" points="([^"]+)"/.exec(svg)!

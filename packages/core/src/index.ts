@@ -6,6 +6,8 @@ export * from "./DType.js"
 export type { AllocationFailure, Allocator, FreeFailure, MemoryPool, Storage } from "./Allocator.js"
 export { cpuAllocator, createCpuMemoryPool, hostMemoryWarmCalls, type CpuMemoryPoolOptions } from "./CpuMemory.js"
 export { withAllocator } from "./AllocatorScope.js"
+/** The environment tensorlane starts an actor process with, from a parent's: for a tool that wants its own processes alike (the benchmark's limits). */
+export { actorEnvironment } from "./internal/actorLaunch.js"
 export * from "./Tensor.js"
 export { ObjectRef, isObjectRef, type RefTracker } from "./ObjectRef.js"
 export {
