@@ -2,7 +2,7 @@
 /**
  * tensorlane beside Ray Direct Transport, measured in one run on one machine: `tensorlane bench`'s
  * scenario (consumer.numel(producer.make(n)), submit to result, medians) on Ray (RDT over Gloo, and
- * Ray's object store) and on tensorlane (gloo, object-store, nixl) in both of its loops: refs
+ * Ray's object store) and on tensorlane (gloo, object-store, nixl) in its released and natural loops: refs
  * released by hand, and refs left to the garbage collector as users write it (Ray's refs are
  * counted by Python and freed as the expression ends: its one loop is both). Then one table, each
  * tensorlane transport beside the Ray path it replaces (nixl beside RDT over Gloo, Ray's fastest
