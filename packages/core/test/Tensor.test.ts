@@ -246,7 +246,7 @@ describe("views", () => {
 
   it("a large contiguous fill_ writes exactly its own elements, for every element size", () => {
     const rows = 3
-    // One row under the fill's chunk, and one over two chunks with an uneven tail.
+    // Rows past the size from which a fill goes through Buffer.fill, the second starting at an odd element.
     for (const cols of [1 << 17, (5 << 19) + 3]) {
       for (const [dtype, value] of [["float32", 1.5], ["bfloat16", -2], ["int64", 2n ** 40n + 3n], ["uint8", 7], ["float64", Math.PI]] as const) {
         const t = Tensor.zeros([rows, cols], { dtype })

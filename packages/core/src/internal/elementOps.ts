@@ -3,6 +3,7 @@
  * `toArray`, `toString` and the factories' fills), over a tensor's layout and the typed array of its
  * whole storage.
  */
+import { Buffer } from "node:buffer"
 import { DTypes, type DType } from "../DType.js"
 import { DTypeError } from "../Errors.js"
 import { type RawArray, decoder, elementArray, encoder, isBigIntDType, wrapBigInt } from "./elements.js"
@@ -19,7 +20,7 @@ export interface HostElements {
   readonly numel: number
 }
 
-/** Elements from which a contiguous fill stores whole 64-bit words. */
+/** Elements from which a contiguous fill goes through Buffer.fill. */
 const LARGE_FILL = 1 << 16
 
 /** Significant digits shown by toString, about what each float format resolves. */
@@ -40,18 +41,13 @@ export const fillElements = (t: HostElements, data: RawArray, bytes: Uint8Array,
   } else if (t.numel < LARGE_FILL) {
     data.fill(raw, t.offset, t.offset + t.numel)
   } else {
-    // Over shared memory a typed-array fill stores one element at a time (relaxed atomics), so it
-    // goes as fast as its elements are wide: one element's bytes repeated into 64-bit words fill fastest.
+    // Over shared memory a typed-array fill stores one element at a time (relaxed atomics); Node's
+    // Buffer.fill repeats the element's bytes with memset or memcpy, as fast as the memory takes them.
     const info = DTypes[t.dtype]
-    const word = new Uint8Array(8)
-    elementArray(word, info).fill(raw)
-    const start = bytes.byteOffset + t.offset * info.itemSize
-    const head = Math.min(t.numel, ((8 - (start % 8)) % 8) / info.itemSize)
-    const words = Math.floor(((t.numel - head) * info.itemSize) / 8)
-    const tail = head + (words * 8) / info.itemSize
-    data.fill(raw, t.offset, t.offset + head)
-    new BigUint64Array(bytes.buffer, start + head * info.itemSize, words).fill(new BigUint64Array(word.buffer)[0]!)
-    data.fill(raw, t.offset + tail, t.offset + t.numel)
+    const element = new Uint8Array(info.itemSize)
+    elementArray(element, info).fill(raw)
+    const target = Buffer.from(bytes.buffer, bytes.byteOffset + t.offset * info.itemSize, t.numel * info.itemSize)
+    target.fill(element.every((byte) => byte === element[0]) ? element[0]! : element)
   }
 }
 
