@@ -42,12 +42,13 @@ export const fillElements = (t: HostElements, data: RawArray, bytes: Uint8Array,
     data.fill(raw, t.offset, t.offset + t.numel)
   } else {
     // Over shared memory a typed-array fill stores one element at a time (relaxed atomics); Node's
-    // Buffer.fill repeats the element's bytes with memset or memcpy, as fast as the memory takes them.
+    // Buffer.fill repeats an array's bytes with memcpy, as fast as the memory takes them (given a
+    // number, it fills as a typed array does: one byte at a time).
     const info = DTypes[t.dtype]
     const element = new Uint8Array(info.itemSize)
     elementArray(element, info).fill(raw)
     const target = Buffer.from(bytes.buffer, bytes.byteOffset + t.offset * info.itemSize, t.numel * info.itemSize)
-    target.fill(element.every((byte) => byte === element[0]) ? element[0]! : element)
+    target.fill(element)
   }
 }
 
