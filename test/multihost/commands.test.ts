@@ -47,12 +47,16 @@ describe.skipIf(unavailable !== undefined)("tensorlane bench --hosts and doctor 
     expect(result.rows.map((r) => [r.transport, r.loop, r.bytes, r.samplesMs.length])).toEqual([
       ["gloo", "released", 65536, 3],
       ["gloo", "natural", 65536, 3],
+      ["gloo", "held", 65536, 3],
       ["gloo", "released", 1 << 20, 3],
       ["gloo", "natural", 1 << 20, 3],
+      ["gloo", "held", 1 << 20, 3],
     ])
+    // Raw Gloo and raw NIXL are pairs on one machine: none across hosts.
     for (const limit of result.limits) {
       expect(limit.tcpMs).toBeGreaterThan(0)
       expect(limit.rawGlooMs).toBeUndefined()
+      expect(limit.rawNixlMs).toBeUndefined()
     }
     for (const row of result.rows) expect(row.tcpRatio).toBeCloseTo(result.limits.find((l) => l.bytes === row.bytes)!.tcpMs / row.medianMs, 9)
   })

@@ -17,6 +17,7 @@ import { BenchTransportError, UsageError } from "./Errors.js"
 import { type RingLimit, median, memcpyMs, messageRing, overTwiceMedian, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
 import { openRawNixl } from "./RawNixl.js"
+import type { RawLimit } from "./internal/PeerLink.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
 import { discoverPackages } from "./Packages.js"
 import { formatSize } from "./Sizes.js"
@@ -203,20 +204,14 @@ interface CellScenario extends Scenario {
   readonly end: () => Promise<void>
 }
 
-/** A raw library's pair of processes (RawGloo.ts, RawNixl.ts): timed samples of a size, and its end. */
-interface RawPair {
-  readonly measure: (bytes: number, repeats: number) => Promise<ReadonlyArray<number>>
-  readonly close: () => Promise<void>
-}
-
 /** The raw limits, by the transport whose rows they bound. */
-const RAW_LIMITS: ReadonlyArray<{ readonly transport: string; readonly label: string; readonly open: (warmups: number) => Promise<RawPair> }> = [
+const RAW_LIMITS: ReadonlyArray<{ readonly transport: string; readonly label: string; readonly open: (warmups: number) => Promise<RawLimit> }> = [
   { transport: "gloo", label: "raw Gloo", open: openRawGloo },
   { transport: "nixl", label: "raw NIXL", open: openRawNixl },
 ]
 
 const MAX_RUNS = 1000
-/** A pause before raw Gloo is timed, for what the actors do once idle after a cell (a garbage collection). */
+/** A pause before a raw library is timed, for what the actors do once idle after a cell (a garbage collection). */
 const SETTLE_MS = 100
 /**
  * Calls of a size before its first timed run, all transports together: at least this many, and as
@@ -396,7 +391,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
   // Raw Gloo and raw NIXL (each transport's addon alone, between two processes) are the limits of the
   // gloo and nixl rows: one pair each for the run, measured just before and just after each size's
   // cells of their transport (rawAround).
-  const raws = new Map<string, { readonly label: string; readonly pair: RawPair }>()
+  const raws = new Map<string, { readonly label: string; readonly pair: RawLimit }>()
   const limits: Array<BenchLimits> = []
   const rows: Array<BenchRow> = []
   let ring: RingLimit | undefined

@@ -8,7 +8,7 @@
 import { fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import type { NativeGroup } from "@tensorlane/transport-gloo"
-import { HOUR_MS, type Link, buffersBySize, linkOf, patterned } from "./internal/PeerLink.js"
+import { HOUR_MS, type Link, type RawLimit, buffersBySize, endPeer, exitOf, linkOf, patterned } from "./internal/PeerLink.js"
 
 /** What the two processes tell each other over the IPC channel. */
 export type RawGlooMessage =
@@ -29,17 +29,14 @@ export const connectPair = async (rank: 0 | 1, link: Link<RawGlooMessage>): Prom
   return group
 }
 
-export interface RawGloo {
-  /** `repeats` timed sends of `bytes` after `warmups`, in ms. */
-  readonly measure: (bytes: number, repeats: number) => Promise<ReadonlyArray<number>>
-  readonly close: () => Promise<void>
-}
+/** Timed sends, each until the receiver's acknowledgement. */
+export type RawGloo = RawLimit
 
 /** A sender in this process and a receiving child, connected once. */
 export const openRawGloo = async (warmups: number): Promise<RawGloo> => {
   const child = fork(fileURLToPath(new URL("./internal/RawGlooPeer.js", import.meta.url)), [], { serialization: "advanced", stdio: "inherit" })
   const link = linkOf<RawGlooMessage>(child)
-  const exited = new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())))
+  const exited = exitOf(child)
   let group: NativeGroup
   try {
     group = await connectPair(0, link)
@@ -69,9 +66,10 @@ export const openRawGloo = async (warmups: number): Promise<RawGloo> => {
       return samplesMs
     },
     close: async () => {
-      link.send({ done: true })
+      // Told to end before this rank's group goes.
+      const ended = endPeer(child, exited)
       group.destroy()
-      await exited
+      await ended
     },
   }
 }

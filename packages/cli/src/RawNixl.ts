@@ -9,7 +9,7 @@
 import { type ChildProcess, fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import type { DeclaredRegion } from "@tensorlane/transport-nixl"
-import { type Link, linkOf } from "./internal/PeerLink.js"
+import { type Link, type RawLimit, endPeer, exitOf, linkOf } from "./internal/PeerLink.js"
 
 /** Where a producer's buffer of a size is, for a READ of it. */
 export interface RawNixlSource {
@@ -28,14 +28,11 @@ export type RawNixlMessage =
   | { readonly failed: string }
   | { readonly done: true }
 
-export interface RawNixl {
-  /** `repeats` timed READs of `bytes` after `warmups`, in ms. */
-  readonly measure: (bytes: number, repeats: number) => Promise<ReadonlyArray<number>>
-  readonly close: () => Promise<void>
-}
+/** Timed READs, each from its post to its end. */
+export type RawNixl = RawLimit
 
 interface Peer {
-  readonly role: string
+  readonly child: ChildProcess
   readonly link: Link<RawNixlMessage>
   readonly exited: Promise<number | null>
   /** The peer's next answer; an Error naming the peer where it failed or exited first. */
@@ -43,19 +40,15 @@ interface Peer {
 }
 
 const startPeer = (role: "producer" | "reader", env: NodeJS.ProcessEnv): Peer => {
-  const child: ChildProcess = fork(fileURLToPath(new URL("./internal/RawNixlPeer.js", import.meta.url)), [role], {
-    serialization: "advanced",
-    stdio: "inherit",
-    env,
-  })
+  const child = fork(fileURLToPath(new URL("./internal/RawNixlPeer.js", import.meta.url)), [role], { serialization: "advanced", stdio: "inherit", env })
   const link = linkOf<RawNixlMessage>(child)
-  const exited = new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code))))
+  const exited = exitOf(child)
   const answer = async (): Promise<RawNixlMessage> => {
     const message = await Promise.race([link.next(), exited.then((code) => ({ failed: `it exited (code ${code})` }) as const)])
     if ("failed" in message) throw new Error(`raw NIXL: the ${role} failed: ${message.failed}`)
     return message
   }
-  return { role, link, exited, answer }
+  return { child, link, exited, answer }
 }
 
 /** The producer and the reader, started once for the run. */
@@ -76,8 +69,7 @@ export const openRawNixl = async (warmups: number): Promise<RawNixl> => {
       return read.samplesMs
     },
     close: async () => {
-      for (const peer of peers) peer.link.send({ done: true })
-      await Promise.all(peers.map((peer) => peer.exited))
+      await Promise.all(peers.map((peer) => endPeer(peer.child, peer.exited)))
     },
   }
 }

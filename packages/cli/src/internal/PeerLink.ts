@@ -1,6 +1,31 @@
 /** What the raw limits (raw Gloo, raw NIXL) share: the IPC link to their peer processes, and their buffers. */
 import type { ChildProcess } from "node:child_process"
 
+/** A raw library's pair of processes, open for a run: timed samples of a size, and its end. */
+export interface RawLimit {
+  /** `repeats` timed transfers of `bytes` after the warm-ups, in ms. */
+  readonly measure: (bytes: number, repeats: number) => Promise<ReadonlyArray<number>>
+  readonly close: () => Promise<void>
+}
+
+/** The exit code of a child process, once it has exited. */
+export const exitOf = (child: ChildProcess): Promise<number | null> =>
+  new Promise((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code))))
+
+/** How long a peer asked to end has before it is killed (one stuck in its library, say). */
+const END_GRACE_MS = 10_000
+
+/** Asks a peer to end, where its channel is still open (a send on a closed one throws later), and waits for its exit. */
+export const endPeer = async (child: ChildProcess, exited: Promise<unknown>): Promise<void> => {
+  if (child.connected) child.send({ done: true })
+  const timer = setTimeout(() => child.kill("SIGKILL"), END_GRACE_MS)
+  try {
+    await exited
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** A wait long enough that only the benchmark's own end stops it. */
 export const HOUR_MS = 3_600_000
 

@@ -31,7 +31,8 @@ const answer = (message: RawNixlMessage): RawNixlMessage => {
 const read = async (message: Extract<RawNixlMessage, { readonly read: unknown }>): Promise<RawNixlMessage> => {
   const { read: source, bytes, warmups, repeats } = message
   const into = destinations(bytes)
-  into[bytes - 1] = 0
+  // Anything but what the READ brings, so that the check below sees the last one arrive.
+  into[bytes - 1] = patternByte(bytes - 1) ^ 0xff
   const memory = host(into)
   const request = {
     agent: source.agent,
