@@ -11,12 +11,13 @@
  */
 import * as os from "node:os"
 import { type NodeGCPerformanceDetail, PerformanceObserver, constants } from "node:perf_hooks"
-import type { Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
+import type { ActorHandle, Cluster, ClusterConfig, ObjectRef, Tensor } from "@tensorlane/core"
 import { listGpus, probePackage } from "./Doctor.js"
 import { BenchTransportError, UsageError } from "./Errors.js"
 import { type RingLimit, median, memcpyMs, messageRing, overTwiceMedian, tcpLoopbackMs } from "./Limits.js"
 import { openRawGloo } from "./RawGloo.js"
 import { openRawNixl } from "./RawNixl.js"
+import type { Consumer, Producer } from "./internal/BenchActors.js"
 import type { RawLimit } from "./internal/PeerLink.js"
 import { makeTransferClock } from "./internal/TransferClock.js"
 import { discoverPackages } from "./Packages.js"
@@ -199,10 +200,38 @@ export interface Scenario {
 }
 
 /** A scenario as a cell of the run times it, with what the cell does once timed. */
-interface CellScenario extends Scenario {
+export interface CellScenario extends Scenario {
   /** In the held loop, the producer lets go of the tensor it kept, which the cells after would miss from its cache. */
   readonly end: () => Promise<void>
 }
+
+/** The scenario's two actors (internal/BenchActors.ts), as spawned, and their cluster. */
+export interface BenchPair {
+  readonly cluster: Pick<Cluster, "get">
+  readonly producer: ActorHandle<typeof Producer>
+  readonly consumer: ActorHandle<typeof Consumer>
+}
+
+/** A cell's scenario: the producer's call for the loop (`held` hands out the tensor it keeps, the others make one), the consumer's count, and the cell's end. */
+export const cellScenario = (
+  { cluster, producer, consumer }: BenchPair,
+  transport: string,
+  bytes: number,
+  loop: Loop,
+  timing: { readonly repeats: number; readonly minTimeMs: number },
+): CellScenario => ({
+  label: transport,
+  make: () => (loop === "held" ? producer.held : producer.make).options({ tensorTransport: transport })(bytes),
+  consume: (made) => consumer.numel(made),
+  loop,
+  bytes,
+  end: async () => {
+    if (loop === "held") await cluster.get(producer.letGo())
+  },
+  repeats: timing.repeats,
+  warmups: 0,
+  minTimeMs: timing.minTimeMs,
+})
 
 /** The raw limits, by the transport whose rows they bound. */
 const RAW_LIMITS: ReadonlyArray<{ readonly transport: string; readonly label: string; readonly open: (warmups: number) => Promise<RawLimit> }> = [
@@ -353,19 +382,7 @@ export const runBench = async (options: BenchOptions, progress: Progress = () =>
         }
       }
       const readyMs = performance.now() - t0
-      const result = await use(cluster, (transport, bytes, loop) => ({
-        label: transport,
-        make: () => (loop === "held" ? producer.held : producer.make).options({ tensorTransport: transport })(bytes),
-        consume: (made) => consumer.numel(made),
-        loop,
-        bytes,
-        end: async () => {
-          if (loop === "held") await cluster.get(producer.letGo())
-        },
-        repeats,
-        warmups: 0,
-        minTimeMs,
-      }), tcpMs, readyMs)
+      const result = await use(cluster, (transport, bytes, loop) => cellScenario({ cluster, producer, consumer }, transport, bytes, loop, { repeats, minTimeMs }), tcpMs, readyMs)
       for (const group of groups) await group.destroy()
       return result
     } finally {

@@ -1,7 +1,7 @@
 /** Sizes, the progress bar, the chart and the timed loop, without running a benchmark. */
 import type { Cluster, ObjectRef, Tensor } from "@tensorlane/core"
 import { describe, expect, it } from "vitest"
-import { type BenchResult, timeScenario } from "../src/Bench.ts"
+import { type BenchPair, type BenchResult, cellScenario, timeScenario } from "../src/Bench.ts"
 import { UsageError } from "../src/Errors.ts"
 import { Producer } from "../src/internal/BenchActors.ts"
 import { progressBar } from "../src/ProgressBar.ts"
@@ -135,5 +135,38 @@ describe("the scenario's producer", () => {
     expect(held(state, 4096)).not.toBe(kept)
     letGo(state)
     expect(held(state, 1 << 20)).not.toBe(kept)
+  })
+})
+
+describe("a cell's scenario", () => {
+  // TEST DOUBLE of the scenario's actors: each method's handle records its calls and the options
+  // they were sent with, and gives back a ref named after it.
+  const calls: Array<string> = []
+  const handle = (name: string) => ({
+    options: (options: { readonly tensorTransport: string }) => (...args: ReadonlyArray<unknown>) => {
+      calls.push(`${name}(${args.join(",")}) over ${options.tensorTransport}`)
+      return name
+    },
+  })
+  const direct = (name: string) => (...args: ReadonlyArray<unknown>) => {
+    calls.push(`${name}(${args.join(",")})`)
+    return name
+  }
+  const pair = {
+    cluster: { get: async (ref: unknown) => calls.push(`get ${String(ref)}`) },
+    producer: { make: handle("make"), held: handle("held"), letGo: direct("letGo") },
+    consumer: { numel: direct("numel") },
+  } as unknown as BenchPair
+
+  it("makes a tensor in the released and natural loops, hands out the kept one in the held loop, and lets it go as the cell ends", async () => {
+    for (const loop of ["released", "natural", "held"] as const) {
+      calls.length = 0
+      const scenario = cellScenario(pair, "gloo", 4096, loop, { repeats: 3, minTimeMs: 10 })
+      expect(scenario).toMatchObject({ label: "gloo", loop, bytes: 4096, repeats: 3, warmups: 0, minTimeMs: 10 })
+      scenario.consume(scenario.make())
+      await scenario.end()
+      const method = loop === "held" ? "held" : "make"
+      expect(calls, loop).toEqual([`${method}(4096) over gloo`, `numel(${method})`, ...(loop === "held" ? ["letGo()", "get letGo"] : [])])
+    }
   })
 })
