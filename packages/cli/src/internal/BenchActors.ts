@@ -7,13 +7,16 @@
 import { defineActor, Tensor } from "@tensorlane/core"
 import { startTcpSink, tcpStreamMs } from "../Limits.js"
 
+/** n bytes of float32 ones. */
+const ones = (n: number): Tensor => Tensor.full([n / 4], 1, { dtype: "float32" })
+
 export const Producer = defineActor(import.meta.url, "Producer", {
   init: () => ({ kept: new Map<number, Tensor>() }),
   methods: {
-    make: (_state, n: number) => Tensor.full([n / 4], 1, { dtype: "float32" }),
+    make: (_state, n: number) => ones(n),
     /** The n bytes of ones this actor keeps, made at the first call of the size: as an actor hands out its weights. */
     held: (state, n: number) => {
-      const kept = state.kept.get(n) ?? Tensor.full([n / 4], 1, { dtype: "float32" })
+      const kept = state.kept.get(n) ?? ones(n)
       state.kept.set(n, kept)
       return kept
     },

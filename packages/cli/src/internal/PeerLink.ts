@@ -64,6 +64,9 @@ export const buffersBySize = (make: (bytes: number) => Uint8Array): ((bytes: num
 /** The byte at index i of every send, checked by the receiver at the last index. */
 export const patternByte = (i: number): number => i % 251
 
+/** A receiving buffer of `bytes`, its pages touched now rather than in the first timed transfer. */
+export const touched = (bytes: number): Uint8Array => new Uint8Array(new SharedArrayBuffer(bytes)).fill(1)
+
 /** A buffer of `bytes` holding patternByte at every index. */
 export const patterned = (bytes: number): Uint8Array => {
   const buffer = new Uint8Array(new SharedArrayBuffer(bytes))

@@ -1,11 +1,11 @@
 /** Forked by raw Gloo (../RawGloo.ts): receives each send it is told of into its buffer of that size, and acknowledges it. */
 import { type RawGlooMessage, connectPair } from "../RawGloo.js"
-import { HOUR_MS, buffersBySize, linkOf, patternByte } from "./PeerLink.js"
+import { HOUR_MS, buffersBySize, linkOf, patternByte, touched } from "./PeerLink.js"
 
 const link = linkOf<RawGlooMessage>(process)
 const group = await connectPair(1, link)
 const ack = new Uint8Array(new SharedArrayBuffer(1))
-const into = buffersBySize((bytes) => new Uint8Array(new SharedArrayBuffer(bytes)).fill(1))
+const into = buffersBySize(touched)
 for (;;) {
   const message = await link.next()
   if ("done" in message || !("tag" in message)) break

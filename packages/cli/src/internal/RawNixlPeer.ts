@@ -5,7 +5,7 @@
  */
 import { loadNixl } from "@tensorlane/transport-nixl"
 import type { RawNixlMessage } from "../RawNixl.js"
-import { buffersBySize, linkOf, patternByte, patterned } from "./PeerLink.js"
+import { buffersBySize, linkOf, patternByte, patterned, touched } from "./PeerLink.js"
 
 const link = linkOf<RawNixlMessage>(process)
 const { addon } = loadNixl()
@@ -18,7 +18,7 @@ const registered = (make: (bytes: number) => Uint8Array) =>
     return buffer
   })
 const sources = registered(patterned)
-const destinations = registered((bytes) => new Uint8Array(new SharedArrayBuffer(bytes)).fill(1))
+const destinations = registered(touched)
 
 const answer = (message: RawNixlMessage): RawNixlMessage => {
   if ("register" in message) {
