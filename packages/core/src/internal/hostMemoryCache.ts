@@ -13,6 +13,13 @@ const FIRST_BLOCKS_OUT = 2
 const BASE_BLOCKS_OUT = 16
 /** Past BASE_BLOCKS_OUT blocks each, the blocks of all sizes out may hold this many bytes together. */
 const MOST_BYTES_OUT = 128 * 2 ** 20
+/**
+ * SharedArrayBuffers the cache does not track (below RECYCLE_MIN_BYTES, the cache off, or past a
+ * job's share: see HostMemoryCache.take) may be made with at least this many bytes between two full
+ * collections: V8 counts no SharedArrayBuffer's memory towards its heuristics, so without one their
+ * garbage piles up (a loop of 512 KiB tensors: 4000 of them, 2 GB, left 524 MB resident).
+ */
+const UNTRACKED_COLLECT_BYTES = 64 * 2 ** 20
 /** A size not taken in this many allocations (of any size) no longer holds its share of MOST_BYTES_OUT. */
 const STALE_TAKES = 1024
 /** Sizes up to this one double their allowance at each idle collection instead of adding one block. */
@@ -192,6 +199,21 @@ class HostMemoryCache {
    */
   private readonly spotPaused = new Map<number, { readonly until: number; readonly takes: number }>()
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
+  /**
+   * Bytes the cache handed out in the current job, and blocks of each size: a WeakRef made in a job
+   * keeps its target alive until the job ends, so no collection proves them dead before then. A
+   * loop that never yields would otherwise hold every block it drops; past the cache's capacity in
+   * one job, blocks go out untracked (the cache could not keep them idle anyway), and collections
+   * free them (collectUntracked).
+   */
+  private jobBytes = 0
+  private readonly jobTakes = new Map<number, number>()
+  private jobEnding = false
+  /** Bytes of untracked SharedArrayBuffers made since the last collection, and how many make one due. */
+  private untrackedBytes = 0
+  private untrackedDue = UNTRACKED_COLLECT_BYTES
+  /** The untracked memory held once the last collection's sweeping was done (see collectUntracked). */
+  private untrackedBase: number | undefined = undefined
 
   /**
    * Collects now, when the process is idle, so that the memory dropped since the last collection
@@ -275,6 +297,56 @@ class HostMemoryCache {
     gc()
     this.lastCollectAt = performance.now()
     this.lastCollectMs = this.lastCollectAt - started
+    this.untrackedBytes = 0
+    this.untrackedBase = undefined
+    this.untrackedDue = Math.max(UNTRACKED_COLLECT_BYTES, this.lastCollectMs * 2e6)
+  }
+
+  /** The process's ArrayBuffer memory but the cache's blocks: untracked SharedArrayBuffers, dead or alive, and the buffers V8 counts itself. */
+  private untrackedHeld(): number {
+    let lentBytes = 0
+    for (const [byteLength, set] of this.lent) lentBytes += byteLength * set.size
+    return process.memoryUsage().arrayBuffers - this.idleBytes - lentBytes
+  }
+
+  /**
+   * Counts an untracked SharedArrayBuffer of `byteLength` bytes. Each time they add up to
+   * `untrackedDue` (what a collection's time would fault in, at least UNTRACKED_COLLECT_BYTES), it
+   * looks at the memory they hold: a collection runs once that grew past what survived the last one
+   * by as much, or by what survived where more (as V8 lets its own limit grow with a heap that the
+   * program holds). Where V8's scavenges free them (a loop making plenty of other garbage), the
+   * memory does not grow and no collection runs.
+   */
+  private collectUntracked(byteLength: number): void {
+    this.untrackedBytes += byteLength
+    if (this.untrackedBytes < this.untrackedDue) return
+    this.untrackedBytes = 0
+    const held = this.untrackedHeld()
+    // V8 frees a dead SharedArrayBuffer's memory after the collection (sweeping), so what survived
+    // the last one is taken a collection's worth of allocations later.
+    if (this.untrackedBase === undefined || held < this.untrackedBase) {
+      this.untrackedBase = held
+      return
+    }
+    if (held - this.untrackedBase < Math.max(this.untrackedDue, this.untrackedBase)) return
+    const gc = forceGc()
+    if (gc === undefined) return
+    this.runCollection(gc)
+    this.reclaimDead()
+  }
+
+  /** Counts a tracked block of the current job (see jobBytes); the job's counts end with it. */
+  private noteJob(byteLength: number): void {
+    if (!this.jobEnding) {
+      this.jobEnding = true
+      setImmediate(() => {
+        this.jobEnding = false
+        this.jobBytes = 0
+        this.jobTakes.clear()
+      }).unref()
+    }
+    this.jobBytes += byteLength
+    this.jobTakes.set(byteLength, (this.jobTakes.get(byteLength) ?? 0) + 1)
   }
 
   /**
@@ -294,10 +366,15 @@ class HostMemoryCache {
   }
 
   take(byteLength: number): SharedArrayBuffer {
-    if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0) return new SharedArrayBuffer(byteLength)
+    // A job's first block is tracked whatever its size: one larger than the cache is recycled on the spot.
+    if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0 || (this.jobBytes > 0 && this.jobBytes + byteLength > this.capacity)) {
+      this.collectUntracked(byteLength)
+      return new SharedArrayBuffer(byteLength)
+    }
     this.lastTaken.set(byteLength, ++this.takes)
     // Collect before looking: a WeakRef looked at keeps its target alive until the current job ends.
     const keeper = this.idleOne(byteLength) ?? this.collectOnTheSpot(byteLength)
+    this.noteJob(byteLength)
     const memory = keeper ?? new SharedArrayBuffer(byteLength)
     const handed = keeper === undefined ? memory : structuredClone(memory)
     const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory), collectionsBefore: this.collections }
@@ -355,6 +432,8 @@ class HostMemoryCache {
     const paused = this.spotPaused.get(byteLength)
     if (this.takes < (paused?.until ?? 0)) return undefined
     const out = this.lent.get(byteLength)?.size ?? 0
+    // Blocks taken in this job stay alive until it ends: a collection could prove none of them dead.
+    if ((this.jobTakes.get(byteLength) ?? 0) >= out) return undefined
     // Where idle moments come, a collection on the spot means frees lagging behind the allocations
     // (objects whose refs the driver has not proven dropped yet): it pays for the block it hands out.
     // Where none come (the driver), it is the only kind: it may recycle every block of the size out,

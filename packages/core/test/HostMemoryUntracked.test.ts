@@ -1,0 +1,71 @@
+/**
+ * Host memory the cache cannot recycle, bounded all the same: a loop that never yields keeps every
+ * block it took alive until its job ends (a WeakRef made in a job holds its target until then), so
+ * past the cache's capacity in one job blocks go out untracked; those and the storages too small to
+ * recycle are SharedArrayBuffers, whose memory V8 counts towards no collection of its own, so the
+ * cache collects once they pile up. A cache of its own, with a small capacity; storages are never
+ * written, so the figures are `process.memoryUsage().arrayBuffers`, not resident memory.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { countedGc } from "./helpers/gc.ts"
+
+const MiB = 1 << 20
+const CAPACITY = 16 * MiB
+
+const collections = countedGc()
+let allocator: typeof import("../src/CpuMemory.js")
+
+beforeAll(async () => {
+  vi.stubEnv("TENSORLANE_HOST_CACHE_BYTES", String(CAPACITY))
+  vi.resetModules()
+  allocator = await import("../src/CpuMemory.js")
+})
+
+afterAll(() => {
+  vi.unstubAllEnvs()
+})
+
+const nextJob = () => new Promise((resolve) => setImmediate(resolve))
+const arrayBuffers = () => process.memoryUsage().arrayBuffers
+
+/** The most ArrayBuffer memory seen while `count` storages of `bytes` are allocated and dropped in one job. */
+const peakOfLoop = (bytes: number, count: number): number => {
+  let peak = 0
+  for (let i = 0; i < count; i++) {
+    allocator.cpuAllocator.allocate(bytes)
+    peak = Math.max(peak, arrayBuffers())
+  }
+  return peak
+}
+
+describe("host memory the cache does not recycle", () => {
+  it("bounds a loop that never yields to the cache's capacity and a collection's worth of untracked blocks", async () => {
+    await nextJob()
+    const before = arrayBuffers()
+    const counted = collections.count
+    // 512 MiB of 1 MiB blocks in one job, all of them held until it ends before.
+    const peak = peakOfLoop(MiB, 512)
+    expect(collections.count).toBeGreaterThan(counted)
+    expect(peak - before).toBeLessThan(256 * MiB)
+    await nextJob()
+  })
+
+  it("collects storages too small to recycle once their memory piles up", async () => {
+    await nextJob()
+    const before = arrayBuffers()
+    const counted = collections.count
+    const peak = peakOfLoop(256 << 10, 2048)
+    expect(collections.count).toBeGreaterThan(counted)
+    expect(peak - before).toBeLessThan(256 * MiB)
+  })
+
+  it("lets the collections grow apart while the program holds what it allocates", async () => {
+    await nextJob()
+    const counted = collections.count
+    // 512 MiB held in 2048 small storages: each collection frees nothing, so the next waits for the
+    // memory to grow by what survived (four collections at a fixed 64 MiB step, two here).
+    const held = Array.from({ length: 2048 }, () => allocator.cpuAllocator.allocate(256 << 10))
+    expect(held).toHaveLength(2048)
+    expect(collections.count - counted).toBeLessThanOrEqual(3)
+  })
+})
