@@ -10,6 +10,7 @@ import { type Block, BlockAllocator } from "./BlockAllocator.js"
 import { ObjectFreedError, OutOfMemoryError, ShapeError, UnsupportedOperationError } from "./Errors.js"
 import { nextStorageId } from "./internal/allocatorState.js"
 import { forceGc, hostMemory } from "./internal/hostMemoryCache.js"
+import { currentJob } from "./internal/job.js"
 import { checkIndex } from "./internal/layout.js"
 
 export { hostMemoryWarmCalls, recycleHostMemory } from "./internal/hostMemoryCache.js"
@@ -120,7 +121,7 @@ class CpuMemoryPool implements MemoryPool {
    * back to the pool. The registry does so some time after the collection; an allocation that would
    * fail collects and looks at once (a freed object's tensors may be held by nothing but garbage).
    */
-  private readonly out = new Map<Block, WeakRef<PoolStorage>>()
+  private readonly out = new Map<Block, { readonly storage: WeakRef<PoolStorage>; readonly job: number }>()
   // Holds only the block, never the storage, so an unreachable storage can be collected.
   private readonly registry = new FinalizationRegistry<Block>((block) => this.release(block))
   private closed = false
@@ -163,13 +164,13 @@ class CpuMemoryPool implements MemoryPool {
     const block = this.blocks.allocate(n) ?? (this.reclaimCollected() ? this.blocks.allocate(n) : undefined)
     if (block === undefined) {
       throw new OutOfMemoryError({
-        message: `memory pool "${this.name}" cannot allocate ${n} bytes: capacity ${this.capacity} bytes, ${this.used} in use, largest free block ${this.blocks.largestFree} bytes`,
+        message: `memory pool "${this.name}" cannot allocate ${n} bytes: capacity ${this.capacity} bytes, ${this.used} in use, largest free block ${this.blocks.largestFree} bytes${this.heldByThisJob()}`,
         requested: n,
         capacity: this.capacity,
       })
     }
     const storage = new PoolStorage(this, new Uint8Array(this.buffer, block.offset, n), block)
-    this.out.set(block, new WeakRef(storage))
+    this.out.set(block, { storage: new WeakRef(storage), job: currentJob() })
     this.registry.register(storage, block, block)
     return storage
   }
@@ -200,13 +201,29 @@ class CpuMemoryPool implements MemoryPool {
     if (this.out.delete(block)) this.blocks.free(block.offset)
   }
 
+  /**
+   * What a full pool says of its blocks allocated since the program last yielded to the event loop:
+   * no collection can prove them unused before it does (see currentJob), whatever the program dropped.
+   */
+  private heldByThisJob(): string {
+    const job = currentJob()
+    let [blocks, bytes] = [0, 0]
+    for (const [block, out] of this.out) {
+      if (out.job !== job) continue
+      blocks++
+      bytes += block.size
+    }
+    if (blocks === 0) return ""
+    return `; ${blocks} of its blocks (${bytes} bytes) were allocated since the program last yielded to the event loop, and cannot be taken back from tensors dropped before it does: await between a loop's iterations (\`await new Promise((r) => setImmediate(r))\`), or free the storages of tensors you are done with (\`pool.free(tensor.storage)\`)`
+  }
+
   /** Collects garbage (where the process may) and takes back the blocks of collected storages; whether any came back. */
   private reclaimCollected(): boolean {
     const gc = forceGc()
     if (gc === undefined) return false
     gc()
     let reclaimed = false
-    for (const [block, storage] of this.out) {
+    for (const [block, { storage }] of this.out) {
       if (storage.deref() !== undefined) continue
       this.registry.unregister(block)
       this.release(block)

@@ -223,6 +223,35 @@ describe("createCpuMemoryPool", () => {
     expect(pool.used).toBe(0)
     expect(pool.allocate(1024).bytes.byteOffset).toBe(0)
   })
+
+  it("a loop that never yields: a full pool says its blocks wait for the loop to yield, and each fix it names works", async () => {
+    const bytes = 1 << 16
+    const pool = createCpuMemoryPool({ capacity: 8 * bytes, name: "loop" })
+    const iterations = 64
+    const sync = (free: boolean): number => {
+      let done = 0
+      withAllocator(pool, () => {
+        for (; done < iterations; done++) {
+          const t = Tensor.ones([bytes / 4])
+          if (free) pool.free(t.storage)
+        }
+      })
+      return done
+    }
+    await new Promise((r) => setImmediate(r))
+    const e = thrown(() => sync(false)) as OutOfMemoryError
+    expect(e).toBeInstanceOf(OutOfMemoryError)
+    expect(e.message).toContain("8 of its blocks (524288 bytes) were allocated since the program last yielded to the event loop")
+    expect(e.message).toContain("pool.free(tensor.storage)")
+    await new Promise((r) => setImmediate(r))
+    expect(sync(true)).toBe(iterations)
+    let done = 0
+    for (; done < iterations; done++) {
+      withAllocator(pool, () => Tensor.ones([bytes / 4]))
+      await new Promise((r) => setImmediate(r))
+    }
+    expect(done).toBe(iterations)
+  })
 })
 
 describe("withAllocator", () => {

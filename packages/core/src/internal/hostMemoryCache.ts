@@ -3,6 +3,7 @@ import { totalmem } from "node:os"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { integerSetting, readSetting } from "../Settings.js"
+import { currentJob } from "./job.js"
 
 /** Storages below this size are not worth recycling: fresh small allocations are cheap (and travel packed, packing.ts). */
 export const RECYCLE_MIN_BYTES = 1 << 20
@@ -200,15 +201,14 @@ class HostMemoryCache {
   private readonly spotPaused = new Map<number, { readonly until: number; readonly takes: number }>()
   private readonly released = new FinalizationRegistry<Lent>((lent) => this.reclaim(lent))
   /**
-   * Bytes the cache handed out in the current job, and blocks of each size: a WeakRef made in a job
-   * keeps its target alive until the job ends, so no collection proves them dead before then. A
-   * loop that never yields would otherwise hold every block it drops; past the cache's capacity in
-   * one job, blocks go out untracked (the cache could not keep them idle anyway), and collections
-   * free them (collectUntracked).
+   * Bytes the cache handed out in job `job`, and blocks of each size: no collection proves them dead
+   * before it ends (see currentJob). A loop that never yields would otherwise hold every block it
+   * drops; past the cache's capacity in one job, blocks go out untracked (the cache could not keep
+   * them idle anyway), and collections free them (collectUntracked).
    */
+  private job = -1
   private jobBytes = 0
   private readonly jobTakes = new Map<number, number>()
-  private jobEnding = false
   /** Bytes of untracked SharedArrayBuffers made since the last collection, and how many make one due. */
   private untrackedBytes = 0
   private untrackedDue = UNTRACKED_COLLECT_BYTES
@@ -335,18 +335,15 @@ class HostMemoryCache {
     this.reclaimDead()
   }
 
-  /** Counts a tracked block of the current job (see jobBytes); the job's counts end with it. */
-  private noteJob(byteLength: number): void {
-    if (!this.jobEnding) {
-      this.jobEnding = true
-      setImmediate(() => {
-        this.jobEnding = false
-        this.jobBytes = 0
-        this.jobTakes.clear()
-      }).unref()
+  /** Bytes and blocks of `byteLength` the cache handed out in the current job. */
+  private inThisJob(byteLength: number): { readonly bytes: number; readonly blocks: number } {
+    const job = currentJob()
+    if (job !== this.job) {
+      this.job = job
+      this.jobBytes = 0
+      this.jobTakes.clear()
     }
-    this.jobBytes += byteLength
-    this.jobTakes.set(byteLength, (this.jobTakes.get(byteLength) ?? 0) + 1)
+    return { bytes: this.jobBytes, blocks: this.jobTakes.get(byteLength) ?? 0 }
   }
 
   /**
@@ -365,16 +362,22 @@ class HostMemoryCache {
     this.collections++
   }
 
+  /** Whether a block of `byteLength` would take the current job past the cache's capacity (its first block never does: one larger than the cache is recycled on the spot). */
+  private pastJobShare(byteLength: number): boolean {
+    const { bytes } = this.inThisJob(byteLength)
+    return bytes > 0 && bytes + byteLength > this.capacity
+  }
+
   take(byteLength: number): SharedArrayBuffer {
-    // A job's first block is tracked whatever its size: one larger than the cache is recycled on the spot.
-    if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0 || (this.jobBytes > 0 && this.jobBytes + byteLength > this.capacity)) {
+    if (byteLength < RECYCLE_MIN_BYTES || this.capacity === 0 || this.pastJobShare(byteLength)) {
       this.collectUntracked(byteLength)
       return new SharedArrayBuffer(byteLength)
     }
     this.lastTaken.set(byteLength, ++this.takes)
     // Collect before looking: a WeakRef looked at keeps its target alive until the current job ends.
     const keeper = this.idleOne(byteLength) ?? this.collectOnTheSpot(byteLength)
-    this.noteJob(byteLength)
+    this.jobBytes += byteLength
+    this.jobTakes.set(byteLength, (this.jobTakes.get(byteLength) ?? 0) + 1)
     const memory = keeper ?? new SharedArrayBuffer(byteLength)
     const handed = keeper === undefined ? memory : structuredClone(memory)
     const lent: Lent = { handed: new WeakRef(handed), keeper: keeper ?? structuredClone(memory), collectionsBefore: this.collections }
@@ -433,7 +436,7 @@ class HostMemoryCache {
     if (this.takes < (paused?.until ?? 0)) return undefined
     const out = this.lent.get(byteLength)?.size ?? 0
     // Blocks taken in this job stay alive until it ends: a collection could prove none of them dead.
-    if ((this.jobTakes.get(byteLength) ?? 0) >= out) return undefined
+    if (this.inThisJob(byteLength).blocks >= out) return undefined
     // Where idle moments come, a collection on the spot means frees lagging behind the allocations
     // (objects whose refs the driver has not proven dropped yet): it pays for the block it hands out.
     // Where none come (the driver), it is the only kind: it may recycle every block of the size out,

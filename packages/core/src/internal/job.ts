@@ -1,0 +1,20 @@
+/**
+ * Which job the process runs: the synchronous run from one event-loop callback, its microtasks
+ * included. A WeakRef made in a job (or dereferenced) keeps its target alive until the job ends, so
+ * an object tracked through one cannot be proven dead before then: a loop that never yields holds
+ * every such object it made.
+ */
+let job = 0
+let ending = false
+
+/** A number that changes once the current job has ended (at the next check phase of the event loop). */
+export const currentJob = (): number => {
+  if (!ending) {
+    ending = true
+    setImmediate(() => {
+      ending = false
+      job++
+    }).unref()
+  }
+  return job
+}
