@@ -15,10 +15,10 @@ const BASE_BLOCKS_OUT = 16
 /** Past BASE_BLOCKS_OUT blocks each, the blocks of all sizes out may hold this many bytes together. */
 const MOST_BYTES_OUT = 128 * 2 ** 20
 /**
- * SharedArrayBuffers the cache does not track (below RECYCLE_MIN_BYTES, the cache off, or past a
- * job's share: see HostMemoryCache.take) may be made with at least this many bytes between two full
- * collections: V8 counts no SharedArrayBuffer's memory towards its heuristics, so without one their
- * garbage piles up (a loop of 512 KiB tensors: 4000 of them, 2 GB, left 524 MB resident).
+ * How many bytes of SharedArrayBuffers the cache does not track (below RECYCLE_MIN_BYTES, the cache
+ * off, or past a job's share: see HostMemoryCache.take) are made, at least, between two looks at
+ * their memory (collectUntracked): V8 counts no SharedArrayBuffer's memory towards its heuristics, so
+ * without collections of the cache's own their garbage can pile up.
  */
 const UNTRACKED_COLLECT_BYTES = 64 * 2 ** 20
 /** A size not taken in this many allocations (of any size) no longer holds its share of MOST_BYTES_OUT. */
@@ -209,11 +209,11 @@ class HostMemoryCache {
   private job = -1
   private jobBytes = 0
   private readonly jobTakes = new Map<number, number>()
-  /** Bytes of untracked SharedArrayBuffers made since the last collection, and how many make one due. */
+  /** Bytes of untracked SharedArrayBuffers made since the last look at their memory, and how many make the next look due. */
   private untrackedBytes = 0
   private untrackedDue = UNTRACKED_COLLECT_BYTES
-  /** The untracked memory held once the last collection's sweeping was done (see collectUntracked). */
-  private untrackedBase: number | undefined = undefined
+  /** The untracked memory at the last look, or right after the last collection (see collectUntracked). */
+  private untrackedLastHeld = 0
 
   /**
    * Collects now, when the process is idle, so that the memory dropped since the last collection
@@ -298,11 +298,15 @@ class HostMemoryCache {
     this.lastCollectAt = performance.now()
     this.lastCollectMs = this.lastCollectAt - started
     this.untrackedBytes = 0
-    this.untrackedBase = undefined
+    this.untrackedLastHeld = this.untrackedHeld()
     this.untrackedDue = Math.max(UNTRACKED_COLLECT_BYTES, this.lastCollectMs * 2e6)
   }
 
-  /** The process's ArrayBuffer memory but the cache's blocks: untracked SharedArrayBuffers, dead or alive, and the buffers V8 counts itself. */
+  /**
+   * The ArrayBuffer memory of this thread's isolate but the cache's blocks: untracked
+   * SharedArrayBuffers, dead or alive, and the buffers V8 counts itself. A buffer made here and
+   * dropped in another thread counts here alone.
+   */
   private untrackedHeld(): number {
     let lentBytes = 0
     for (const [byteLength, set] of this.lent) lentBytes += byteLength * set.size
@@ -312,27 +316,25 @@ class HostMemoryCache {
   /**
    * Counts an untracked SharedArrayBuffer of `byteLength` bytes. Each time they add up to
    * `untrackedDue` (what a collection's time would fault in, at least UNTRACKED_COLLECT_BYTES), it
-   * looks at the memory they hold: a collection runs once that grew past what survived the last one
-   * by as much, or by what survived where more (as V8 lets its own limit grow with a heap that the
-   * program holds). Where V8's scavenges free them (a loop making plenty of other garbage), the
-   * memory does not grow and no collection runs.
+   * looks at the memory they hold, and collects where it grew by half of that since the last look:
+   * where V8's scavenges free them (a loop making plenty of other garbage), it does not grow. Each
+   * look compares with the one before, not with a baseline, because V8 frees a dead buffer's memory
+   * some time after the collection that found it (sweeping): a baseline taken too early would hold
+   * garbage, and let the next collection wait for twice as much.
    */
   private collectUntracked(byteLength: number): void {
     this.untrackedBytes += byteLength
     if (this.untrackedBytes < this.untrackedDue) return
     this.untrackedBytes = 0
     const held = this.untrackedHeld()
-    // V8 frees a dead SharedArrayBuffer's memory after the collection (sweeping), so what survived
-    // the last one is taken a collection's worth of allocations later.
-    if (this.untrackedBase === undefined || held < this.untrackedBase) {
-      this.untrackedBase = held
-      return
-    }
-    if (held - this.untrackedBase < Math.max(this.untrackedDue, this.untrackedBase)) return
+    const grown = held - this.untrackedLastHeld
+    this.untrackedLastHeld = held
+    if (grown < this.untrackedDue / 2) return
     const gc = forceGc()
     if (gc === undefined) return
     this.runCollection(gc)
-    this.reclaimDead()
+    // Only what it proved dead: the blocks a call holds are counted at the collections around calls (reclaimDead).
+    this.reclaimDeadBlocks()
   }
 
   /** Bytes and blocks of `byteLength` the cache handed out in the current job. */
@@ -351,15 +353,19 @@ class HostMemoryCache {
    * as a task), and what it found held of the blocks handed out since the one before is counted.
    */
   private reclaimDead(): void {
+    this.reclaimDeadBlocks()
     for (const [byteLength, set] of this.lent) {
       let sinceLast = 0
-      for (const lent of set) {
-        if (lent.handed.deref() === undefined) this.reclaim(lent)
-        else if (lent.collectionsBefore === this.collections) sinceLast++
-      }
+      for (const lent of set) if (lent.collectionsBefore === this.collections) sinceLast++
       this.perCall.set(byteLength, sinceLast)
     }
     this.collections++
+  }
+
+  private reclaimDeadBlocks(): void {
+    for (const set of this.lent.values()) {
+      for (const lent of set) if (lent.handed.deref() === undefined) this.reclaim(lent)
+    }
   }
 
   /** Whether a block of `byteLength` would take the current job past the cache's capacity (its first block never does: one larger than the cache is recycled on the spot). */

@@ -7,7 +7,10 @@
 let job = 0
 let ending = false
 
-/** A number that changes once the current job has ended (at the next check phase of the event loop). */
+/**
+ * A number that changes once the current job has ended: at the next check phase of the event loop,
+ * which may come some callbacks after V8's own end of it (never before).
+ */
 export const currentJob = (): number => {
   if (!ending) {
     ending = true
