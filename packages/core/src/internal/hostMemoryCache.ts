@@ -106,8 +106,11 @@ interface Lent {
   readonly collectionsBefore: number
 }
 
+/** V8's `gc`: a full collection, or a minor one with `{ type: "minor" }`. */
+type Collect = (options?: { readonly type: "minor" | "major" }) => void
+
 /** The collection V8 exposed at run time, once looked for: `null` before, `undefined` where it refused. */
-let exposedAtRunTime: (() => void) | undefined | null = null
+let exposedAtRunTime: Collect | undefined | null = null
 
 /**
  * A full garbage collection of this process: `gc` where it runs with --expose-gc (tensorlane starts
@@ -115,8 +118,8 @@ let exposedAtRunTime: (() => void) | undefined | null = null
  * V8 exposes to a context made while the flag is turned on at run time; else none, said once by a
  * process warning (its dropped refs and host memory then wait for the program's own collections).
  */
-export const forceGc = (): (() => void) | undefined => {
-  const own = (globalThis as { gc?: () => void }).gc
+export const forceGc = (): Collect | undefined => {
+  const own = (globalThis as { gc?: Collect }).gc
   if (own !== undefined) return own
   if (exposedAtRunTime === null) exposedAtRunTime = exposeGc()
   return exposedAtRunTime
@@ -125,7 +128,7 @@ export const forceGc = (): (() => void) | undefined => {
 /** `gc` as a new context sees it: there where the flag is on (the process started with it, and `globalThis.gc` went). */
 const contextGc = (): unknown => runInNewContext("typeof gc === 'function' ? gc : undefined")
 
-const exposeGc = (): (() => void) | undefined => {
+const exposeGc = (): Collect | undefined => {
   let gc: unknown = contextGc()
   if (gc === undefined) {
     // V8 exposes `gc` only to contexts made while the flag is on: on for one, then off as it was.
@@ -138,7 +141,7 @@ const exposeGc = (): (() => void) | undefined => {
       setFlagsFromString("--no-expose-gc")
     }
   }
-  if (typeof gc === "function") return gc as () => void
+  if (typeof gc === "function") return gc as Collect
   process.emitWarning("tensorlane: V8 exposes no garbage collection here: dropped refs and host memory wait for the program's own collections", {
     code: "TENSORLANE_NO_GC",
   })
@@ -212,8 +215,13 @@ class HostMemoryCache {
   /** Bytes of untracked SharedArrayBuffers made since the last look at their memory, and how many make the next look due. */
   private untrackedBytes = 0
   private untrackedDue = UNTRACKED_COLLECT_BYTES
-  /** The untracked memory at the last look, or right after the last collection (see collectUntracked). */
-  private untrackedLastHeld = 0
+  /** Bytes of untracked SharedArrayBuffers made since the last collection. */
+  private untrackedSince = 0
+  /**
+   * Since the last collection: the least untracked memory any look found, and the least of what it
+   * proves survived that collection (held less all made since). See collectUntracked.
+   */
+  private untrackedLeast: { held: number; survived: number } | undefined = undefined
 
   /**
    * Collects now, when the process is idle, so that the memory dropped since the last collection
@@ -291,48 +299,66 @@ class HostMemoryCache {
     return [...this.lent].filter(([byteLength, set]) => set.size >= this.blocksOut(byteLength) && (this.idle.get(byteLength)?.length ?? 0) === 0).map(([byteLength]) => byteLength)
   }
 
-  private runCollection(gc: () => void): void {
+  private runCollection(gc: Collect): void {
     const started = performance.now()
     this.droppedBytes = 0
     gc()
     this.lastCollectAt = performance.now()
     this.lastCollectMs = this.lastCollectAt - started
     this.untrackedBytes = 0
-    this.untrackedLastHeld = this.untrackedHeld()
+    this.untrackedSince = 0
+    this.untrackedLeast = undefined
     this.untrackedDue = Math.max(UNTRACKED_COLLECT_BYTES, this.lastCollectMs * 2e6)
   }
 
   /**
    * The ArrayBuffer memory of this thread's isolate but the cache's blocks: untracked
-   * SharedArrayBuffers, dead or alive, and the buffers V8 counts itself. A buffer made here and
-   * dropped in another thread counts here alone.
+   * SharedArrayBuffers, dead or alive, and the buffers V8 counts itself (a buffer made here and
+   * dropped in another thread counts here alone); undefined where the process cannot say (reading
+   * its resident memory too, it fails without a free file descriptor).
    */
-  private untrackedHeld(): number {
+  private untrackedHeld(): number | undefined {
+    let arrayBuffers: number
+    try {
+      arrayBuffers = process.memoryUsage().arrayBuffers
+    } catch {
+      return undefined
+    }
     let lentBytes = 0
     for (const [byteLength, set] of this.lent) lentBytes += byteLength * set.size
-    return process.memoryUsage().arrayBuffers - this.idleBytes - lentBytes
+    return arrayBuffers - this.idleBytes - lentBytes
   }
 
   /**
    * Counts an untracked SharedArrayBuffer of `byteLength` bytes. Each time they add up to
    * `untrackedDue` (what a collection's time would fault in, at least UNTRACKED_COLLECT_BYTES), it
-   * looks at the memory they hold, and collects where it grew by half of that since the last look:
-   * where V8's scavenges free them (a loop making plenty of other garbage), it does not grow. Each
-   * look compares with the one before, not with a baseline, because V8 frees a dead buffer's memory
-   * some time after the collection that found it (sweeping): a baseline taken too early would hold
-   * garbage, and let the next collection wait for twice as much.
+   * looks at the memory they hold, and collects once that grew past the least any look found since
+   * the last collection by half of `untrackedDue`, or by what surely survived that collection where
+   * more (as V8 lets its own limit grow with what a program holds, so that one holding its buffers is
+   * not collected for at every look). Where V8's scavenges free them as they go, the memory does not
+   * grow; where they free some, it grows more slowly. The least look, not the first: V8 frees a dead
+   * buffer's memory some time after the collection that found it (sweeping), so a look soon after
+   * one may still count its garbage.
    */
   private collectUntracked(byteLength: number): void {
     this.untrackedBytes += byteLength
+    this.untrackedSince += byteLength
     if (this.untrackedBytes < this.untrackedDue) return
     this.untrackedBytes = 0
     const held = this.untrackedHeld()
-    const grown = held - this.untrackedLastHeld
-    this.untrackedLastHeld = held
-    if (grown < this.untrackedDue / 2) return
+    if (held === undefined) return
+    const least = {
+      held: Math.min(held, this.untrackedLeast?.held ?? held),
+      survived: Math.min(Math.max(0, held - this.untrackedSince), this.untrackedLeast?.survived ?? Infinity),
+    }
+    this.untrackedLeast = least
+    if (held - least.held < Math.max(this.untrackedDue / 2, least.survived)) return
     const gc = forceGc()
     if (gc === undefined) return
     this.runCollection(gc)
+    // V8 may leave freeing the memory of the buffers it found dead to a task, which a loop that never
+    // yields never lets run (a worker thread's, for one); the next collection finishes it first.
+    gc({ type: "minor" })
     // Only what it proved dead: the blocks a call holds are counted at the collections around calls (reclaimDead).
     this.reclaimDeadBlocks()
   }
