@@ -113,7 +113,8 @@ type Collect = (options?: { readonly type: "minor" | "major" }) => void
 let exposedAtRunTime: Collect | undefined | null = null
 
 /**
- * A full garbage collection of this process: `gc` where it runs with --expose-gc (tensorlane starts
+ * The garbage collection of this process (`gc()` a full one, `gc({ type: "minor" })` a minor one
+ * where it is V8's own): `gc` where it runs with --expose-gc (tensorlane starts
  * actor processes so); else, in a program's own process (the driver, seldom started with it), the one
  * V8 exposes to a context made while the flag is turned on at run time; else none, said once by a
  * process warning (its dropped refs and host memory then wait for the program's own collections).
@@ -215,13 +216,8 @@ class HostMemoryCache {
   /** Bytes of untracked SharedArrayBuffers made since the last look at their memory, and how many make the next look due. */
   private untrackedBytes = 0
   private untrackedDue = UNTRACKED_COLLECT_BYTES
-  /** Bytes of untracked SharedArrayBuffers made since the last collection. */
-  private untrackedSince = 0
-  /**
-   * Since the last collection: the least untracked memory any look found, and the least of what it
-   * proves survived that collection (held less all made since). See collectUntracked.
-   */
-  private untrackedLeast: { held: number; survived: number } | undefined = undefined
+  /** The least untracked memory any look found since the last collection (see collectUntracked). */
+  private untrackedLeast: number | undefined = undefined
 
   /**
    * Collects now, when the process is idle, so that the memory dropped since the last collection
@@ -306,7 +302,6 @@ class HostMemoryCache {
     this.lastCollectAt = performance.now()
     this.lastCollectMs = this.lastCollectAt - started
     this.untrackedBytes = 0
-    this.untrackedSince = 0
     this.untrackedLeast = undefined
     this.untrackedDue = Math.max(UNTRACKED_COLLECT_BYTES, this.lastCollectMs * 2e6)
   }
@@ -331,28 +326,23 @@ class HostMemoryCache {
 
   /**
    * Counts an untracked SharedArrayBuffer of `byteLength` bytes. Each time they add up to
-   * `untrackedDue` (what a collection's time would fault in, at least UNTRACKED_COLLECT_BYTES), it
-   * looks at the memory they hold, and collects once that grew past the least any look found since
-   * the last collection by half of `untrackedDue`, or by what surely survived that collection where
-   * more (as V8 lets its own limit grow with what a program holds, so that one holding its buffers is
-   * not collected for at every look). Where V8's scavenges free them as they go, the memory does not
-   * grow; where they free some, it grows more slowly. The least look, not the first: V8 frees a dead
-   * buffer's memory some time after the collection that found it (sweeping), so a look soon after
-   * one may still count its garbage.
+   * `untrackedDue` (what a collection's time would fault in, at least UNTRACKED_COLLECT_BYTES, as V8
+   * collects for ArrayBuffers every 64 MB of them), it looks at the memory they hold, and collects
+   * once that grew by half of `untrackedDue` past the least any look found since the last collection
+   * (where the process cannot say, at every look). Where V8's scavenges free them as they go, the
+   * memory does not grow; where they free some, it grows more slowly. The least look, not the first:
+   * one soon after a collection may still count garbage that V8 had not freed yet.
    */
   private collectUntracked(byteLength: number): void {
     this.untrackedBytes += byteLength
-    this.untrackedSince += byteLength
     if (this.untrackedBytes < this.untrackedDue) return
     this.untrackedBytes = 0
     const held = this.untrackedHeld()
-    if (held === undefined) return
-    const least = {
-      held: Math.min(held, this.untrackedLeast?.held ?? held),
-      survived: Math.min(Math.max(0, held - this.untrackedSince), this.untrackedLeast?.survived ?? Infinity),
+    if (held !== undefined) {
+      const least = Math.min(held, this.untrackedLeast ?? held)
+      this.untrackedLeast = least
+      if (held - least < this.untrackedDue / 2) return
     }
-    this.untrackedLeast = least
-    if (held - least.held < Math.max(this.untrackedDue / 2, least.survived)) return
     const gc = forceGc()
     if (gc === undefined) return
     this.runCollection(gc)
