@@ -54,7 +54,7 @@ describe("host memory the cache does not recycle", () => {
     await settled()
     const before = arrayBuffers()
     const counted = collections.count
-    // 512 MiB of 1 MiB blocks in one job, all of them held until it ends before.
+    // 512 MiB of 1 MiB blocks in one job: tracked by a WeakRef each, they would all live until it ends.
     const peak = await peakOfLoop(MiB, 512)
     expect(collections.count).toBeGreaterThan(counted)
     expect(peak - before).toBeLessThan(224 * MiB)

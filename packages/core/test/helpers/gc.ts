@@ -7,7 +7,7 @@ import { runInNewContext } from "node:vm"
 import { afterAll, beforeAll, vi } from "vitest"
 
 /** A full collection of this worker, whatever `globalThis.gc` is. */
-export const exposedGc: (options?: { readonly type: "minor" | "major" }) => void = (() => {
+export const exposedGc = (() => {
   setFlagsFromString("--expose-gc")
   return runInNewContext("gc") as (options?: { readonly type: "minor" | "major" }) => void
 })()
